@@ -1,0 +1,114 @@
+//! `NAME.toml`, the manifest an operator puts beside `NAME.wasm`: the scheme,
+//! the plugin's configuration, its grants and its limits. Unknown keys are
+//! errors, so a typo never silently drops a setting.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use crate::policy::{FileGrant, Limits, Policy};
+
+/// One plugin's manifest.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// The URI scheme to serve under; defaults to the file's stem.
+    pub scheme: Option<String>,
+    /// The component to run, relative to the manifest; defaults to the
+    /// `.wasm` beside it. Lets one component be mounted twice.
+    pub component: Option<PathBuf>,
+    /// The component's expected SHA-256, in hex; a mismatch refuses the plugin.
+    pub sha256: Option<String>,
+    /// Key/value pairs handed to the plugin's `init`.
+    #[serde(default)]
+    pub config: BTreeMap<String, toml::Value>,
+    /// Directories the plugin may read.
+    #[serde(default)]
+    pub files: Vec<FileGrant>,
+    /// Limits overriding the defaults.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+impl Manifest {
+    /// Reads and parses a manifest file.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read manifest {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("invalid manifest {}", path.display()))
+    }
+
+    /// The configuration as strings, as the contract hands it to plugins.
+    pub fn config_pairs(&self) -> Result<Vec<(String, String)>> {
+        self.config
+            .iter()
+            .map(|(key, value)| {
+                let text = match value {
+                    toml::Value::String(text) => text.clone(),
+                    toml::Value::Integer(_)
+                    | toml::Value::Float(_)
+                    | toml::Value::Boolean(_)
+                    | toml::Value::Datetime(_) => value.to_string(),
+                    toml::Value::Array(_) | toml::Value::Table(_) => bail!(
+                        "config key {key:?} must be a string, number, boolean or date, not a {}",
+                        value.type_str()
+                    ),
+                };
+                Ok((key.clone(), text))
+            })
+            .collect()
+    }
+
+    /// The plugin's policy, with host paths resolved against `manifest_dir`.
+    pub fn policy(&self, manifest_dir: &Path) -> Result<Policy> {
+        Policy::resolve(self.files.clone(), self.limits, manifest_dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_manifest() {
+        let manifest: Manifest = toml::from_str(
+            r#"
+            scheme = "docs"
+            sha256 = "00"
+            [config]
+            title = "Docs"
+            page_size = 20
+            [[files]]
+            host = "."
+            guest = "/data"
+            [limits]
+            timeout_ms = 500
+            "#,
+        )
+        .unwrap();
+        assert_eq!(manifest.scheme.as_deref(), Some("docs"));
+        assert_eq!(
+            manifest.config_pairs().unwrap(),
+            [
+                ("page_size".into(), "20".into()),
+                ("title".into(), "Docs".into())
+            ]
+        );
+        assert_eq!(manifest.limits.timeout_ms, 500);
+        assert_eq!(manifest.limits.memory_mib, Limits::default().memory_mib);
+    }
+
+    #[test]
+    fn refuses_unknown_keys_and_nested_config() {
+        let typo = toml::from_str::<Manifest>("schem = \"x\"").unwrap_err();
+        assert!(typo.to_string().contains("unknown field `schem`"), "{typo}");
+        let nested: Manifest = toml::from_str("[config]\nlist = [1]").unwrap();
+        let error = nested.config_pairs().unwrap_err().to_string();
+        assert!(
+            error.contains("\"list\"") && error.contains("array"),
+            "{error}"
+        );
+    }
+}

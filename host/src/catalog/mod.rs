@@ -1,0 +1,235 @@
+//! The plugin folder: which plugins it holds, under which schemes, and loading
+//! them into running plugins.
+//!
+//! Every `NAME.wasm` is a plugin, configured by `NAME.toml` beside it when
+//! present. A `NAME.toml` without a `NAME.wasm` mounts the component its
+//! `component` key names, so one component can serve under two schemes. A
+//! plugin that cannot be loaded is reported and skipped; two plugins claiming
+//! one scheme are both refused, so neither wins silently.
+
+pub mod manifest;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+
+pub use manifest::Manifest;
+
+use crate::namespace::{Namespace, uri};
+use crate::runtime::{Origin, Runtime, WasmPlugin};
+
+/// A plugin the folder declares, before it is loaded.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The file that declares it: its `.wasm`, or its `.toml` if it has no
+    /// `.wasm` of its own.
+    pub declared_by: PathBuf,
+    pub component: PathBuf,
+    pub manifest_path: Option<PathBuf>,
+    pub manifest: Manifest,
+    pub scheme: String,
+}
+
+/// A plugin that loaded and started.
+pub struct Loaded {
+    pub entry: Entry,
+    pub plugin: Arc<WasmPlugin>,
+    pub digest: String,
+    pub origin: Origin,
+}
+
+/// A plugin that did not load, and why.
+#[derive(Debug)]
+pub struct Failure {
+    pub declared_by: PathBuf,
+    pub error: anyhow::Error,
+}
+
+/// Everything a plugin folder held.
+pub struct Loading {
+    pub loaded: Vec<Loaded>,
+    pub failures: Vec<Failure>,
+}
+
+impl Loading {
+    /// Mounts every loaded plugin in `namespace`.
+    pub fn mount_into(&self, namespace: &mut Namespace) -> Result<()> {
+        for loaded in &self.loaded {
+            namespace
+                .mount(
+                    &loaded.entry.scheme,
+                    loaded.plugin.clone(),
+                    loaded.plugin.policy().limits,
+                )
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("cannot mount {}", loaded.entry.declared_by.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads the folder's entries; what cannot be read becomes a failure.
+pub fn scan(folder: &Path) -> Result<(Vec<Entry>, Vec<Failure>)> {
+    let dir = Dir::open_ambient_dir(folder, ambient_authority())
+        .with_context(|| format!("cannot open plugin folder {}", folder.display()))?;
+    let mut stems: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+    for dir_entry in dir
+        .entries()
+        .with_context(|| format!("cannot list plugin folder {}", folder.display()))?
+    {
+        let name = dir_entry?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(stem) = name.strip_suffix(".wasm") {
+            stems.entry(stem.to_owned()).or_default().0 = true;
+        } else if let Some(stem) = name.strip_suffix(".toml") {
+            stems.entry(stem.to_owned()).or_default().1 = true;
+        }
+    }
+    let mut entries = Vec::new();
+    let mut failures = Vec::new();
+    for (stem, (has_wasm, has_manifest)) in stems {
+        let wasm = folder.join(format!("{stem}.wasm"));
+        let manifest_path = has_manifest.then(|| folder.join(format!("{stem}.toml")));
+        let declared_by = if has_wasm {
+            wasm.clone()
+        } else {
+            folder.join(format!("{stem}.toml"))
+        };
+        let declared = declared_by.clone();
+        match entry(
+            &stem,
+            declared,
+            has_wasm.then_some(wasm),
+            manifest_path,
+            folder,
+        ) {
+            Ok(entry) => entries.push(entry),
+            Err(error) => failures.push(Failure { declared_by, error }),
+        }
+    }
+    refuse_shared_schemes(&mut entries, &mut failures);
+    Ok((entries, failures))
+}
+
+fn entry(
+    stem: &str,
+    declared_by: PathBuf,
+    wasm: Option<PathBuf>,
+    manifest_path: Option<PathBuf>,
+    folder: &Path,
+) -> Result<Entry> {
+    let manifest = manifest_path
+        .as_deref()
+        .map(Manifest::read)
+        .transpose()?
+        .unwrap_or_default();
+    let component = match (&manifest.component, wasm) {
+        (Some(component), _) => folder.join(component),
+        (None, Some(wasm)) => wasm,
+        (None, None) => bail!("it has no {stem}.wasm beside it and names no `component`"),
+    };
+    let scheme = manifest
+        .scheme
+        .clone()
+        .unwrap_or_else(|| stem.to_ascii_lowercase());
+    uri::check_scheme(&scheme).map_err(|reason| anyhow::anyhow!("scheme {scheme:?} {reason}"))?;
+    Ok(Entry {
+        declared_by,
+        component,
+        manifest_path,
+        manifest,
+        scheme,
+    })
+}
+
+/// Moves every entry whose scheme another entry also claims to the failures.
+fn refuse_shared_schemes(entries: &mut Vec<Entry>, failures: &mut Vec<Failure>) {
+    let mut claims: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for entry in entries.iter() {
+        claims
+            .entry(entry.scheme.clone())
+            .or_default()
+            .push(entry.declared_by.clone());
+    }
+    entries.retain(|entry| {
+        let claimants = &claims[&entry.scheme];
+        if claimants.len() == 1 {
+            return true;
+        }
+        let names: Vec<String> = claimants.iter().map(|p| p.display().to_string()).collect();
+        failures.push(Failure {
+            declared_by: entry.declared_by.clone(),
+            error: anyhow::anyhow!(
+                "scheme {:?} is claimed by {}; none of them is served",
+                entry.scheme,
+                names.join(" and ")
+            ),
+        });
+        false
+    });
+}
+
+/// Compiles, links and starts one entry's plugin.
+pub async fn load(runtime: &Runtime, entry: Entry) -> Result<Loaded> {
+    let bytes = std::fs::read(&entry.component)
+        .with_context(|| format!("cannot read {}", entry.component.display()))?;
+    let compiler = runtime.clone();
+    let compiled = tokio::task::spawn_blocking(move || compiler.compile(&bytes))
+        .await?
+        .with_context(|| format!("{} is not a loadable component", entry.component.display()))?;
+    if let Some(expected) = &entry.manifest.sha256
+        && !expected.eq_ignore_ascii_case(&compiled.digest)
+    {
+        bail!(
+            "its sha256 is {}, but the manifest pins {expected}",
+            compiled.digest
+        );
+    }
+    let manifest_dir = entry
+        .manifest_path
+        .as_deref()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    let policy = entry.manifest.policy(manifest_dir)?;
+    let config = entry.manifest.config_pairs()?;
+    let plugin = runtime.plugin(&entry.scheme, &compiled.component, policy, config)?;
+    plugin.start().await?;
+    tracing::info!(
+        scheme = entry.scheme,
+        component = %entry.component.display(),
+        origin = ?compiled.origin,
+        elapsed_ms = compiled.elapsed.as_millis() as u64,
+        "plugin loaded"
+    );
+    Ok(Loaded {
+        entry,
+        plugin: Arc::new(plugin),
+        digest: compiled.digest,
+        origin: compiled.origin,
+    })
+}
+
+/// Loads every plugin of `folder`; plugins that fail are reported, not fatal.
+pub async fn load_folder(runtime: &Runtime, folder: &Path) -> Result<Loading> {
+    let (entries, mut failures) = scan(folder)?;
+    let mut loaded = Vec::new();
+    for entry in entries {
+        let declared_by = entry.declared_by.clone();
+        match load(runtime, entry).await {
+            Ok(plugin) => loaded.push(plugin),
+            Err(error) => failures.push(Failure { declared_by, error }),
+        }
+    }
+    for failure in &failures {
+        tracing::error!(
+            plugin = %failure.declared_by.display(),
+            "plugin not loaded: {:#}",
+            failure.error
+        );
+    }
+    Ok(Loading { loaded, failures })
+}

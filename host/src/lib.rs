@@ -1,0 +1,18 @@
+//! resmux: an MCP server whose resources come from sandboxed WebAssembly
+//! components.
+//!
+//! Layers, each depending only on those below it:
+//! - [`protocol`]: MCP requests in, MCP results out (rmcp), era by era;
+//! - [`namespace`]: schemes to providers, merged pagination, routing, and the
+//!   validation of every answer;
+//! - [`catalog`]: the plugin folder and its manifests, loaded into a namespace;
+//! - [`runtime`]: the wasmtime engine that runs plugin components;
+//! - [`policy`]: what one plugin is granted and the limits it runs under;
+//! - [`contract`]: the provider trait and data, shared by namespace and runtime.
+
+pub mod catalog;
+pub mod contract;
+pub mod namespace;
+pub mod policy;
+pub mod protocol;
+pub mod runtime;

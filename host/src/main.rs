@@ -1,0 +1,28 @@
+//! The `resmux` command: serve a folder of plugins over MCP, or try its
+//! namespace and inspect plugins from the shell.
+
+mod cli;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let args = cli::Args::parse();
+    cli::init_logging(args.log_level.as_deref());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("resmux: cannot start the async runtime: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli::run(args.command)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("resmux: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,466 @@
+//! One namespace of resources drawn from many providers.
+//!
+//! Each provider is mounted under a scheme. The namespace merges their listings
+//! into one paginated stream with composite cursors, routes reads and
+//! completions by scheme, validates every URI before a provider sees it, and
+//! validates every answer before a client sees it. It knows nothing of
+//! JSON-RPC or of Wasm.
+
+pub mod cursor;
+pub mod uri;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use futures::future::BoxFuture;
+
+use crate::contract::{
+    Body, CacheHint, CacheScope, Completion, CompletionRequest, Metadata, Page, Provider,
+    ProviderError, ResourceEntry, TemplateEntry,
+};
+use crate::policy::Limits;
+use cursor::{CursorSeal, Listing, Position};
+use uri::SyntaxError;
+use validate::JsonObject;
+
+/// The most completion values sent to a client (MCP's limit).
+pub const MAX_COMPLETION_VALUES: usize = 100;
+
+/// Provider calls one page of a merged listing may make; a page may come back
+/// short (with a cursor) rather than wait on more providers.
+const MAX_CALLS_PER_PAGE: usize = 16;
+
+/// Why a namespace request failed.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum NamespaceError {
+    #[error("invalid URI {uri:?}: it {reason}")]
+    InvalidUri { uri: String, reason: SyntaxError },
+    #[error("resource {uri} not found: {reason}")]
+    NotFound { uri: String, reason: String },
+    #[error("invalid cursor: {0}")]
+    InvalidCursor(String),
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("{uri}: {error}")]
+    Provider { uri: String, error: ProviderError },
+    #[error("the plugin for {uri} returned an invalid answer: {reason}")]
+    InvalidAnswer { uri: String, reason: String },
+}
+
+/// A listed resource, with its full URI.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    pub uri: String,
+    pub size: Option<u64>,
+    pub metadata: Metadata,
+    pub meta: Option<JsonObject>,
+}
+
+/// A listed template, with its full URI template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    pub uri_template: String,
+    pub metadata: Metadata,
+    pub meta: Option<JsonObject>,
+}
+
+/// One content item of a read, with its full URI.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contents {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    pub body: Body,
+    pub meta: Option<JsonObject>,
+}
+
+/// A validated read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    pub contents: Vec<Contents>,
+    pub cache: CacheHint,
+}
+
+/// One page of a merged listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+    pub cache: CacheHint,
+}
+
+/// The cache hint of an answer whose provider gave none: stale at once.
+pub const DEFAULT_CACHE: CacheHint = CacheHint {
+    ttl_ms: 0,
+    scope: CacheScope::Public,
+};
+
+struct Mount {
+    provider: Arc<dyn Provider>,
+    limits: Limits,
+}
+
+/// Providers by scheme.
+pub struct Namespace {
+    mounts: BTreeMap<String, Mount>,
+    seal: CursorSeal,
+    page_size: usize,
+}
+
+impl Namespace {
+    /// An empty namespace whose listing pages hold at most `page_size` entries.
+    pub fn new(page_size: usize) -> Self {
+        Self {
+            mounts: BTreeMap::new(),
+            seal: CursorSeal::random(),
+            page_size: page_size.max(1),
+        }
+    }
+
+    /// Serves `provider` under `scheme`. A scheme is never shared: mounting a
+    /// taken one fails and leaves the first in place.
+    pub fn mount(
+        &mut self,
+        scheme: &str,
+        provider: Arc<dyn Provider>,
+        limits: Limits,
+    ) -> Result<(), String> {
+        uri::check_scheme(scheme).map_err(|reason| format!("scheme {scheme:?} {reason}"))?;
+        if self.mounts.contains_key(scheme) {
+            return Err(format!("scheme {scheme:?} is already served"));
+        }
+        self.mounts
+            .insert(scheme.to_owned(), Mount { provider, limits });
+        Ok(())
+    }
+
+    /// The mounted schemes, in order.
+    pub fn schemes(&self) -> impl Iterator<Item = &str> {
+        self.mounts.keys().map(String::as_str)
+    }
+
+    /// One page of every provider's resources, merged.
+    pub async fn list(&self, cursor: Option<&str>) -> Result<Listed<Resource>, NamespaceError> {
+        self.paginate::<ResourceEntry>(cursor).await
+    }
+
+    /// One page of every provider's templates, merged.
+    pub async fn templates(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<Listed<Template>, NamespaceError> {
+        self.paginate::<TemplateEntry>(cursor).await
+    }
+
+    /// Reads `uri` from the provider of its scheme.
+    pub async fn read(&self, uri: &str) -> Result<Read, NamespaceError> {
+        let (scheme, path) = uri::split(uri).map_err(|reason| NamespaceError::InvalidUri {
+            uri: uri.to_owned(),
+            reason,
+        })?;
+        let mount = self.mount_of(&scheme, uri)?;
+        let result = mount
+            .provider
+            .read(path)
+            .await
+            .map_err(|error| provider_error(uri, error))?;
+        let invalid = |reason: String| {
+            tracing::warn!(uri, "refused a plugin's answer: {reason}");
+            NamespaceError::InvalidAnswer {
+                uri: uri.to_owned(),
+                reason,
+            }
+        };
+        if result.contents.is_empty() {
+            return Err(invalid("it returned no contents".into()));
+        }
+        let total: u64 = result.contents.iter().map(|c| c.body.len() as u64).sum();
+        if total > mount.limits.max_read_bytes {
+            return Err(invalid(format!(
+                "it returned {total} bytes, over the limit of {}",
+                mount.limits.max_read_bytes
+            )));
+        }
+        let contents = result
+            .contents
+            .into_iter()
+            .map(|content| {
+                uri::check_path(&content.path)
+                    .map_err(|reason| format!("content path {:?} {reason}", content.path))?;
+                if let Some(mime) = &content.mime_type {
+                    validate::mime_type(mime)?;
+                }
+                Ok(Contents {
+                    uri: format!("{scheme}://{}", content.path),
+                    mime_type: content.mime_type,
+                    body: content.body,
+                    meta: content.meta.as_deref().map(validate::meta).transpose()?,
+                })
+            })
+            .collect::<Result<_, String>>()
+            .map_err(invalid)?;
+        Ok(Read {
+            contents,
+            cache: result.cache.unwrap_or(DEFAULT_CACHE),
+        })
+    }
+
+    /// Completes `argument` of the template `template_uri`.
+    pub async fn complete(
+        &self,
+        template_uri: &str,
+        argument: &str,
+        value: &str,
+        context: Vec<(String, String)>,
+    ) -> Result<Completion, NamespaceError> {
+        let (scheme, path_template) = uri::split_template(template_uri).map_err(|reason| {
+            NamespaceError::InvalidArgument(format!("template {template_uri:?} {reason}"))
+        })?;
+        if !uri::template_variables(path_template).contains(&argument) {
+            return Err(NamespaceError::InvalidArgument(format!(
+                "template {template_uri} has no argument {argument:?}"
+            )));
+        }
+        let mount = self.mounts.get(&scheme).ok_or_else(|| {
+            NamespaceError::InvalidArgument(format!("no plugin serves scheme {scheme:?}"))
+        })?;
+        let request = CompletionRequest {
+            path_template: path_template.to_owned(),
+            argument: argument.to_owned(),
+            value: value.to_owned(),
+            context,
+        };
+        let mut completion = mount
+            .provider
+            .complete(request)
+            .await
+            .map_err(|error| provider_error(template_uri, error))?;
+        if completion.values.len() > MAX_COMPLETION_VALUES {
+            completion.values.truncate(MAX_COMPLETION_VALUES);
+            completion.has_more = true;
+        }
+        Ok(completion)
+    }
+
+    fn mount_of(&self, scheme: &str, uri: &str) -> Result<&Mount, NamespaceError> {
+        self.mounts
+            .get(scheme)
+            .ok_or_else(|| NamespaceError::NotFound {
+                uri: uri.to_owned(),
+                reason: format!("no plugin serves scheme {scheme:?}"),
+            })
+    }
+
+    /// The position after every entry of `scheme`: the next scheme's start.
+    fn after(&self, listing: Listing, scheme: &str) -> Option<Position> {
+        self.mounts
+            .range::<str, _>((Bound::Excluded(scheme), Bound::Unbounded))
+            .next()
+            .map(|(scheme, _)| Position {
+                listing,
+                scheme: scheme.clone(),
+                inner: None,
+                skip: 0,
+            })
+    }
+
+    fn first(&self, listing: Listing) -> Option<Position> {
+        self.mounts.keys().next().map(|scheme| Position {
+            listing,
+            scheme: scheme.clone(),
+            inner: None,
+            skip: 0,
+        })
+    }
+
+    /// Fills one page of a merged listing, provider after provider in scheme
+    /// order. A provider that fails is logged and passed over, so one broken
+    /// plugin never hides the others; entries that break the contract are
+    /// logged and dropped.
+    async fn paginate<T: Listable>(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<Listed<T::Admitted>, NamespaceError> {
+        let listing = T::LISTING;
+        let mut next = match cursor {
+            None => self.first(listing),
+            Some(cursor) => Some(
+                self.seal
+                    .open(cursor, listing)
+                    .map_err(|reason| NamespaceError::InvalidCursor(reason.into()))?,
+            ),
+        };
+        let mut items = Vec::new();
+        let mut cache: Option<CacheHint> = None;
+        let mut calls = 0;
+        while let Some(position) = next.take() {
+            if items.len() >= self.page_size || calls == MAX_CALLS_PER_PAGE {
+                next = Some(position);
+                break;
+            }
+            calls += 1;
+            let scheme = position.scheme.as_str();
+            let mount = self.mounts.get(scheme).ok_or_else(|| {
+                NamespaceError::InvalidCursor(format!("scheme {scheme:?} is no longer served"))
+            })?;
+            let page = match T::fetch(mount.provider.as_ref(), position.inner.clone()).await {
+                Ok(page) => page,
+                Err(ProviderError::InvalidInput(reason)) if position.inner.is_some() => {
+                    return Err(NamespaceError::InvalidCursor(format!(
+                        "the plugin for {scheme:?} refused the cursor: {reason}"
+                    )));
+                }
+                Err(error) => {
+                    tracing::warn!(scheme, "listing passed over a failing plugin: {error}");
+                    next = self.after(listing, scheme);
+                    continue;
+                }
+            };
+            let max_entries = mount.limits.max_page_entries as usize;
+            if page.items.len() > max_entries {
+                tracing::warn!(
+                    scheme,
+                    "listing passed over a plugin that returned {} entries on one page, over its limit of {max_entries}",
+                    page.items.len()
+                );
+                next = self.after(listing, scheme);
+                continue;
+            }
+            cache = Some(merge_cache(cache, page.cache.unwrap_or(DEFAULT_CACHE)));
+            let page_length = page.items.len();
+            let room = self.page_size - items.len();
+            let taken = page_length.saturating_sub(position.skip).min(room);
+            for entry in page.items.into_iter().skip(position.skip).take(taken) {
+                match entry.admit(scheme) {
+                    Ok(item) => items.push(item),
+                    Err(reason) => {
+                        tracing::warn!(scheme, "listing dropped an invalid entry: {reason}")
+                    }
+                }
+            }
+            let consumed = position.skip + taken;
+            next = if consumed < page_length {
+                Some(Position {
+                    skip: consumed,
+                    ..position
+                })
+            } else {
+                match page.next_cursor {
+                    Some(inner) if page_length > 0 || position.inner.as_ref() != Some(&inner) => {
+                        Some(Position {
+                            inner: Some(inner),
+                            skip: 0,
+                            ..position
+                        })
+                    }
+                    Some(_) => {
+                        tracing::warn!(
+                            scheme,
+                            "listing stopped a plugin that returned an empty page with the same cursor"
+                        );
+                        self.after(listing, scheme)
+                    }
+                    None => self.after(listing, scheme),
+                }
+            };
+        }
+        Ok(Listed {
+            items,
+            next_cursor: next.map(|position| self.seal.seal(&position)),
+            cache: cache.unwrap_or(DEFAULT_CACHE),
+        })
+    }
+}
+
+/// An entry of a listing the namespace merges.
+trait Listable: Sized + Send {
+    /// The entry once validated and given its scheme.
+    type Admitted;
+    const LISTING: Listing;
+    /// One page of this listing from `provider`.
+    fn fetch(
+        provider: &dyn Provider,
+        cursor: Option<String>,
+    ) -> BoxFuture<'_, Result<Page<Self>, ProviderError>>;
+    /// Validates the entry and puts it under `scheme`.
+    fn admit(self, scheme: &str) -> Result<Self::Admitted, String>;
+}
+
+impl Listable for ResourceEntry {
+    type Admitted = Resource;
+    const LISTING: Listing = Listing::Resources;
+
+    fn fetch(
+        provider: &dyn Provider,
+        cursor: Option<String>,
+    ) -> BoxFuture<'_, Result<Page<Self>, ProviderError>> {
+        provider.list(cursor)
+    }
+
+    fn admit(mut self, scheme: &str) -> Result<Resource, String> {
+        uri::check_path(&self.path)
+            .map_err(|reason| format!("resource path {:?} {reason}", self.path))?;
+        let meta = validate::metadata(&mut self.metadata)?;
+        Ok(Resource {
+            uri: format!("{scheme}://{}", self.path),
+            size: self.size,
+            metadata: self.metadata,
+            meta,
+        })
+    }
+}
+
+impl Listable for TemplateEntry {
+    type Admitted = Template;
+    const LISTING: Listing = Listing::Templates;
+
+    fn fetch(
+        provider: &dyn Provider,
+        cursor: Option<String>,
+    ) -> BoxFuture<'_, Result<Page<Self>, ProviderError>> {
+        provider.templates(cursor)
+    }
+
+    fn admit(mut self, scheme: &str) -> Result<Template, String> {
+        uri::check_path_template(&self.path_template)
+            .map_err(|reason| format!("path template {:?} {reason}", self.path_template))?;
+        let meta = validate::metadata(&mut self.metadata)?;
+        Ok(Template {
+            uri_template: format!("{scheme}://{}", self.path_template),
+            metadata: self.metadata,
+            meta,
+        })
+    }
+}
+
+/// The hint of a page built from several providers: the shortest lifetime,
+/// private if any part is private.
+fn merge_cache(merged: Option<CacheHint>, part: CacheHint) -> CacheHint {
+    match merged {
+        None => part,
+        Some(merged) => CacheHint {
+            ttl_ms: merged.ttl_ms.min(part.ttl_ms),
+            scope: if merged.scope == CacheScope::Private {
+                CacheScope::Private
+            } else {
+                part.scope
+            },
+        },
+    }
+}
+
+fn provider_error(uri: &str, error: ProviderError) -> NamespaceError {
+    match error {
+        ProviderError::NotFound(reason) => NamespaceError::NotFound {
+            uri: uri.to_owned(),
+            reason,
+        },
+        error => NamespaceError::Provider {
+            uri: uri.to_owned(),
+            error,
+        },
+    }
+}

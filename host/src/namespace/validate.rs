@@ -1,0 +1,126 @@
+//! Checks on what a plugin returns, before any of it reaches a client. Each
+//! check returns the reason a value was refused; the namespace turns that into
+//! a logged, client-facing error naming the plugin.
+
+use serde_json::{Map, Value};
+
+use crate::contract::{Annotations, Icon, Metadata};
+
+/// A JSON object, as MCP `_meta` carries.
+pub type JsonObject = Map<String, Value>;
+
+/// Checks a MIME type such as `text/plain; charset=utf-8`.
+pub fn mime_type(mime_type: &str) -> Result<(), String> {
+    let parsed: mime::Mime = mime_type
+        .parse()
+        .map_err(|_| format!("MIME type {mime_type:?} is malformed"))?;
+    if parsed.type_() == mime::STAR || parsed.subtype() == mime::STAR {
+        return Err(format!("MIME type {mime_type:?} is a wildcard"));
+    }
+    Ok(())
+}
+
+/// Parses `_meta` text, which must be a JSON object.
+pub fn meta(text: &str) -> Result<JsonObject, String> {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(object)) => Ok(object),
+        _ => Err(format!("_meta {text:?} is not a JSON object")),
+    }
+}
+
+/// Checks the descriptive fields of a resource or template and takes out its
+/// `_meta`, parsed.
+pub fn metadata(metadata: &mut Metadata) -> Result<Option<JsonObject>, String> {
+    if metadata.name.trim().is_empty() {
+        return Err("the name is empty".into());
+    }
+    if let Some(mime) = &metadata.mime_type {
+        mime_type(mime)?;
+    }
+    if let Some(annotations) = &metadata.annotations {
+        self::annotations(annotations)?;
+    }
+    for icon in &metadata.icons {
+        self::icon(icon)?;
+    }
+    metadata.meta.take().map(|text| meta(&text)).transpose()
+}
+
+fn annotations(annotations: &Annotations) -> Result<(), String> {
+    if let Some(priority) = annotations.priority
+        && !(0.0..=1.0).contains(&priority)
+    {
+        return Err(format!("priority {priority} is outside 0.0 to 1.0"));
+    }
+    if let Some(stamp) = &annotations.last_modified {
+        chrono::DateTime::parse_from_rfc3339(stamp)
+            .map_err(|_| format!("lastModified {stamp:?} is not an ISO 8601 timestamp"))?;
+    }
+    Ok(())
+}
+
+fn icon(icon: &Icon) -> Result<(), String> {
+    let scheme_ok = ["https:", "http:", "data:"]
+        .iter()
+        .any(|scheme| icon.src.starts_with(scheme));
+    if !scheme_ok || icon.src.chars().any(char::is_whitespace) {
+        return Err(format!(
+            "icon source {:?} is not an http(s) or data URI",
+            icon.src
+        ));
+    }
+    if let Some(mime) = &icon.mime_type {
+        mime_type(mime)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_mime_types() {
+        assert!(mime_type("text/plain").is_ok());
+        assert!(mime_type("text/plain; charset=utf-8").is_ok());
+        assert!(mime_type("application/vnd.api+json").is_ok());
+        assert!(mime_type("text").is_err());
+        assert!(mime_type("text/").is_err());
+        assert!(mime_type("*/*").is_err());
+        assert!(mime_type("text/plain\n").is_err());
+    }
+
+    #[test]
+    fn checks_meta() {
+        assert_eq!(meta(r#"{"a":1}"#).unwrap()["a"], 1);
+        assert!(meta("[1]").is_err());
+        assert!(meta("{").is_err());
+    }
+
+    #[test]
+    fn checks_metadata() {
+        let mut good = Metadata {
+            name: "n".into(),
+            annotations: Some(Annotations {
+                priority: Some(0.5),
+                last_modified: Some("2026-11-30T12:00:00Z".into()),
+                ..Annotations::default()
+            }),
+            meta: Some(r#"{"k":"v"}"#.into()),
+            ..Metadata::default()
+        };
+        assert!(metadata(&mut good).unwrap().is_some());
+        assert_eq!(good.meta, None);
+        let mut unnamed = Metadata::default();
+        assert!(metadata(&mut unnamed).is_err());
+        let mut bad_priority = Metadata {
+            name: "n".into(),
+            annotations: Some(Annotations {
+                priority: Some(2.0),
+                ..Annotations::default()
+            }),
+            ..Metadata::default()
+        };
+        assert!(metadata(&mut bad_priority).is_err());
+    }
+}

@@ -1,0 +1,286 @@
+//! MCP on top of the namespace: an rmcp `ServerHandler` that turns requests
+//! into namespace calls and namespace answers into results for the client's
+//! protocol revision. Era-specific details live here and nowhere below: the
+//! not-found code (rmcp sends -32002 up to 2025-11-25 and -32602 from
+//! 2026-07-28), and `ttlMs`/`cacheScope`, sent only to 2026-07-28 clients.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use rmcp::model::{
+    self, CompleteRequestParams, CompleteResult, CompletionInfo, ErrorData, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, MetaObject, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::json;
+
+use crate::contract::{self, Body, CacheHint, Metadata, ProviderError};
+use crate::namespace::{self, Namespace, NamespaceError};
+
+/// The MCP face of a namespace.
+#[derive(Clone)]
+pub struct ResmuxServer {
+    namespace: Arc<Namespace>,
+}
+
+impl ResmuxServer {
+    pub fn new(namespace: Arc<Namespace>) -> Self {
+        Self { namespace }
+    }
+}
+
+impl ServerHandler for ResmuxServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_resources()
+            .enable_completions()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(
+                Implementation::new("resmux", env!("CARGO_PKG_VERSION"))
+                    .with_title("resmux")
+                    .with_description("Resources served by sandboxed WebAssembly plugins"),
+            )
+            .with_instructions(
+                "Resources come from plugins, one URI scheme each. List resources and templates \
+                 to discover them; complete template arguments with completion/complete.",
+            )
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let cursor = request.and_then(|request| request.cursor);
+        let page = self
+            .namespace
+            .list(cursor.as_deref())
+            .await
+            .map_err(error_data)?;
+        let mut result =
+            ListResourcesResult::with_all_items(page.items.into_iter().map(resource).collect());
+        result.next_cursor = page.next_cursor;
+        if let Some((ttl_ms, scope)) = cache_fields(&context, page.cache) {
+            result = result.with_ttl_ms(ttl_ms).with_cache_scope(scope);
+        }
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let cursor = request.and_then(|request| request.cursor);
+        let page = self
+            .namespace
+            .templates(cursor.as_deref())
+            .await
+            .map_err(error_data)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(
+            page.items.into_iter().map(template).collect(),
+        );
+        result.next_cursor = page.next_cursor;
+        if let Some((ttl_ms, scope)) = cache_fields(&context, page.cache) {
+            result = result.with_ttl_ms(ttl_ms).with_cache_scope(scope);
+        }
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let read = self
+            .namespace
+            .read(&request.uri)
+            .await
+            .map_err(error_data)?;
+        let mut result = ReadResourceResult::new(read.contents.into_iter().map(contents).collect());
+        if let Some((ttl_ms, scope)) = cache_fields(&context, read.cache) {
+            result = result.with_ttl_ms(ttl_ms).with_cache_scope(scope);
+        }
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let Some(template_uri) = request.r#ref.as_resource_uri() else {
+            return Err(ErrorData::invalid_params(
+                "resmux serves no prompts; only ref/resource can be completed",
+                None,
+            ));
+        };
+        let mut chosen: Vec<(String, String)> = request
+            .context
+            .and_then(|context| context.arguments)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        chosen.sort();
+        let completion = self
+            .namespace
+            .complete(
+                template_uri,
+                &request.argument.name,
+                &request.argument.value,
+                chosen,
+            )
+            .await
+            .map_err(error_data)?;
+        let mut info = CompletionInfo::default();
+        info.values = completion.values;
+        info.total = completion.total;
+        info.has_more = Some(completion.has_more);
+        Ok(CompleteResult::new(info))
+    }
+}
+
+/// `ttlMs` and `cacheScope` for clients of 2026-07-28 or later; none for
+/// older clients, whose schema has no such fields.
+fn cache_fields(
+    context: &RequestContext<RoleServer>,
+    hint: CacheHint,
+) -> Option<(u64, model::CacheScope)> {
+    let modern = context
+        .protocol_version()
+        .is_some_and(|version| version.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    modern.then(|| {
+        let scope = match hint.scope {
+            contract::CacheScope::Public => model::CacheScope::Public,
+            contract::CacheScope::Private => model::CacheScope::Private,
+        };
+        (hint.ttl_ms, scope)
+    })
+}
+
+fn error_data(error: NamespaceError) -> ErrorData {
+    let message = error.to_string();
+    match error {
+        NamespaceError::NotFound { uri, .. } => {
+            ErrorData::resource_not_found(message, Some(json!({ "uri": uri })))
+        }
+        NamespaceError::InvalidUri { uri, .. } => {
+            ErrorData::invalid_params(message, Some(json!({ "uri": uri })))
+        }
+        NamespaceError::InvalidCursor(_) | NamespaceError::InvalidArgument(_) => {
+            ErrorData::invalid_params(message, None)
+        }
+        NamespaceError::InvalidAnswer { uri, .. } => {
+            ErrorData::internal_error(message, Some(json!({ "uri": uri })))
+        }
+        NamespaceError::Provider { uri, error } => {
+            let data = Some(json!({ "uri": uri }));
+            match error {
+                ProviderError::InvalidInput(_) => ErrorData::invalid_params(message, data),
+                ProviderError::Denied(_) => ErrorData::invalid_request(message, data),
+                _ => ErrorData::internal_error(message, data),
+            }
+        }
+    }
+}
+
+fn annotations(annotations: contract::Annotations) -> model::Annotations {
+    let mut converted = model::Annotations::default();
+    if !annotations.audience.is_empty() {
+        converted.audience = Some(
+            annotations
+                .audience
+                .into_iter()
+                .map(|role| match role {
+                    contract::Role::User => model::Role::User,
+                    contract::Role::Assistant => model::Role::Assistant,
+                })
+                .collect(),
+        );
+    }
+    converted.priority = annotations.priority;
+    converted.last_modified = annotations.last_modified;
+    converted
+}
+
+fn icons(icons: Vec<contract::Icon>) -> Option<Vec<model::Icon>> {
+    (!icons.is_empty()).then(|| {
+        icons
+            .into_iter()
+            .map(|icon| {
+                let mut converted = model::Icon::new(icon.src);
+                converted.mime_type = icon.mime_type;
+                converted.sizes = (!icon.sizes.is_empty()).then_some(icon.sizes);
+                converted.theme = icon.theme.map(|theme| match theme {
+                    contract::IconTheme::Light => model::IconTheme::Light,
+                    contract::IconTheme::Dark => model::IconTheme::Dark,
+                });
+                converted
+            })
+            .collect()
+    })
+}
+
+fn resource(entry: namespace::Resource) -> model::Resource {
+    let Metadata {
+        name,
+        title,
+        description,
+        mime_type,
+        annotations: notes,
+        icons: pictures,
+        ..
+    } = entry.metadata;
+    let mut converted = model::Resource::new(entry.uri, name);
+    converted.title = title;
+    converted.description = description;
+    converted.mime_type = mime_type;
+    converted.size = entry.size;
+    converted.annotations = notes.map(annotations);
+    converted.icons = icons(pictures);
+    converted.meta = entry.meta.map(MetaObject);
+    converted
+}
+
+fn template(entry: namespace::Template) -> model::ResourceTemplate {
+    let Metadata {
+        name,
+        title,
+        description,
+        mime_type,
+        annotations: notes,
+        icons: pictures,
+        ..
+    } = entry.metadata;
+    let mut converted = model::ResourceTemplate::new(entry.uri_template, name);
+    converted.title = title;
+    converted.description = description;
+    converted.mime_type = mime_type;
+    converted.annotations = notes.map(annotations);
+    converted.icons = icons(pictures);
+    converted.meta = entry.meta.map(MetaObject);
+    converted
+}
+
+fn contents(item: namespace::Contents) -> ResourceContents {
+    let meta = item.meta.map(MetaObject);
+    match item.body {
+        Body::Text(text) => ResourceContents::TextResourceContents {
+            uri: item.uri,
+            mime_type: item.mime_type,
+            text,
+            meta,
+        },
+        Body::Blob(bytes) => ResourceContents::BlobResourceContents {
+            uri: item.uri,
+            mime_type: item.mime_type,
+            blob: STANDARD.encode(bytes),
+            meta,
+        },
+    }
+}

@@ -1,0 +1,121 @@
+//! Running plugins: one wasmtime engine with the component model, the compile
+//! cache, and [`WasmPlugin`], which calls a component's exports under its
+//! policy's limits.
+//!
+//! The runtime knows nothing of schemes or MCP: it turns component bytes into a
+//! [`crate::contract::Provider`].
+
+mod bindings;
+mod cache;
+mod output;
+mod plugin;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine};
+
+pub use bindings::PluginInfo;
+pub use cache::{CompileCache, Origin};
+pub use plugin::WasmPlugin;
+
+use crate::policy::Policy;
+use plugin::PluginState;
+
+/// How often the engine's epoch advances; the granularity of time limits.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The engine every plugin runs on, with WASI linked once.
+#[derive(Clone)]
+pub struct Runtime {
+    engine: Engine,
+    linker: Arc<Linker<PluginState>>,
+    cache: CompileCache,
+}
+
+/// A component compiled and checked against the contract, not yet started.
+pub struct Compiled {
+    pub component: Component,
+    /// Lowercase hex SHA-256 of the component's bytes.
+    pub digest: String,
+    pub origin: Origin,
+    pub elapsed: Duration,
+}
+
+impl Runtime {
+    /// Creates the engine and starts the clock that drives time limits.
+    pub fn new(cache: CompileCache) -> Result<Self> {
+        let mut config = Config::new();
+        config.wasm_component_model(true).epoch_interruption(true);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        spawn_epoch_clock(&engine);
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            cache,
+        })
+    }
+
+    /// Compiles `bytes` (or loads them from the compile cache).
+    pub fn compile(&self, bytes: &[u8]) -> Result<Compiled> {
+        let started = Instant::now();
+        let digest = hex::encode(Sha256::digest(bytes));
+        let (component, origin) = self.cache.component(&self.engine, bytes, &digest)?;
+        Ok(Compiled {
+            component,
+            digest,
+            origin,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Links a compiled component into a plugin named `name`, checking that
+    /// it exports the contract and imports nothing the host cannot provide.
+    pub fn plugin(
+        &self,
+        name: &str,
+        component: &Component,
+        policy: Policy,
+        config: Vec<(String, String)>,
+    ) -> Result<WasmPlugin> {
+        let instance_pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(anyhow::Error::from)
+            .context("the component imports something resmux does not provide")?;
+        let pre = bindings::PluginPre::new(instance_pre)
+            .map_err(anyhow::Error::from)
+            .context("the component does not export resmux:provider/provider@0.1.0")?;
+        Ok(WasmPlugin::new(name.into(), pre, policy, config))
+    }
+
+    /// Names of what a component imports and exports, for `inspect`.
+    pub fn interface(&self, component: &Component) -> (Vec<String>, Vec<String>) {
+        let ty = component.component_type();
+        let names = |items: &mut dyn Iterator<Item = &str>| items.map(String::from).collect();
+        (
+            names(&mut ty.imports(&self.engine).map(|(name, _)| name)),
+            names(&mut ty.exports(&self.engine).map(|(name, _)| name)),
+        )
+    }
+}
+
+/// Advances the engine's epoch until the engine is dropped.
+fn spawn_epoch_clock(engine: &Engine) {
+    let engine = engine.weak();
+    std::thread::Builder::new()
+        .name("resmux-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = engine.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("the epoch clock thread starts");
+}

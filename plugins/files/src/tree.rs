@@ -1,0 +1,211 @@
+//! The granted directory: walking it, resolving paths inside it, and noticing
+//! what changed. The host's sandbox already keeps every access inside the
+//! grant; this module refuses `..` and empty segments so that requests for
+//! them get a clear error instead of a sandbox denial.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::UNIX_EPOCH;
+
+use crate::encoding::encode;
+use crate::resmux::provider::types::{ChangeReport, Error};
+
+/// A regular file below the root.
+pub struct File {
+    /// Its URI path (percent-encoded).
+    pub path: String,
+    /// Its path relative to the root.
+    pub relative: String,
+    pub size: u64,
+    /// Its modification time, ISO 8601.
+    pub modified: Option<String>,
+    modified_nanos: u128,
+}
+
+/// An entry of one directory.
+pub struct Entry {
+    pub name: String,
+    pub path: String,
+    pub is_dir: bool,
+    pub size: u64,
+}
+
+impl Entry {
+    /// The entry as a small JSON object.
+    pub fn to_json(&self) -> String {
+        let kind = if self.is_dir { "directory" } else { "file" };
+        format!(
+            "{{\"name\":{},\"type\":\"{kind}\",\"size\":{}}}",
+            json_string(&self.name),
+            self.size
+        )
+    }
+}
+
+fn json_string(text: &str) -> String {
+    let mut quoted = String::from("\"");
+    for character in text.chars() {
+        match character {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            c if (c as u32) < 0x20 => quoted.push_str(&format!("\\u{:04x}", c as u32)),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// Maps an I/O failure on `path` to the contract's errors.
+pub fn io_error(path: &str, error: std::io::Error) -> Error {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => Error::NotFound(format!("{path:?} does not exist")),
+        std::io::ErrorKind::PermissionDenied => Error::Denied(format!("{path:?}: {error}")),
+        _ => Error::Internal(format!("{path:?}: {error}")),
+    }
+}
+
+/// The guest path of `relative` below `root`.
+pub fn resolve(root: &str, relative: &str) -> Result<String, Error> {
+    let relative = relative.trim_end_matches('/');
+    if relative.is_empty() {
+        return Ok(root.into());
+    }
+    if relative
+        .split('/')
+        .any(|segment| segment.is_empty() || segment == "." || segment == "..")
+    {
+        return Err(Error::InvalidInput(format!(
+            "{relative:?} has an empty, '.' or '..' segment"
+        )));
+    }
+    Ok(format!("{}/{relative}", root.trim_end_matches('/')))
+}
+
+/// The entries of the directory at `host_path`, whose relative path is
+/// `relative`, sorted by name.
+pub fn entries(host_path: &str, relative: &str) -> Result<Vec<Entry>, Error> {
+    let reader = std::fs::read_dir(host_path).map_err(|error| io_error(relative, error))?;
+    let mut entries = Vec::new();
+    for item in reader {
+        let item = item.map_err(|error| io_error(relative, error))?;
+        let Ok(name) = item.file_name().into_string() else {
+            continue;
+        };
+        let Ok(metadata) = item.metadata() else {
+            continue;
+        };
+        let child = if relative.is_empty() {
+            name.clone()
+        } else {
+            format!("{}/{name}", relative.trim_end_matches('/'))
+        };
+        entries.push(Entry {
+            path: encode(&child),
+            name,
+            is_dir: metadata.is_dir(),
+            size: metadata.len(),
+        });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
+
+/// Every regular file below `root`, sorted by URI path.
+pub fn files(root: &str) -> Result<Vec<File>, Error> {
+    let mut files = Vec::new();
+    let mut pending = vec![String::new()];
+    while let Some(directory) = pending.pop() {
+        let host_path = resolve(root, &directory)?;
+        for entry in entries(&host_path, &directory)? {
+            let relative = if directory.is_empty() {
+                entry.name.clone()
+            } else {
+                format!("{directory}/{}", entry.name)
+            };
+            if entry.is_dir {
+                pending.push(relative);
+                continue;
+            }
+            let modified = std::fs::metadata(resolve(root, &relative)?)
+                .and_then(|metadata| metadata.modified())
+                .ok()
+                .and_then(|time| time.duration_since(UNIX_EPOCH).ok());
+            files.push(File {
+                path: entry.path,
+                relative,
+                size: entry.size,
+                modified: modified.map(|since| iso8601(since.as_secs())),
+                modified_nanos: modified.map_or(0, |since| since.as_nanos()),
+            });
+        }
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}
+
+/// Compares the tree with the state a token describes. The token holds the
+/// newest modification time and a hash of all paths: files modified after
+/// that time changed, and a different hash means the listing changed.
+pub fn changes(root: &str, since: Option<&str>) -> Result<ChangeReport, Error> {
+    let files = files(root)?;
+    let newest = files
+        .iter()
+        .map(|file| file.modified_nanos)
+        .max()
+        .unwrap_or(0);
+    let mut hasher = DefaultHasher::new();
+    for file in &files {
+        file.path.hash(&mut hasher);
+    }
+    let paths_hash = format!("{:016x}", hasher.finish());
+    let token = format!("{newest}-{paths_hash}");
+    let Some(since) = since else {
+        return Ok(ChangeReport {
+            token,
+            listing_changed: false,
+            changed_paths: Vec::new(),
+        });
+    };
+    let (since_newest, since_hash) = since
+        .split_once('-')
+        .and_then(|(newest, hash)| Some((newest.parse::<u128>().ok()?, hash)))
+        .ok_or_else(|| Error::InvalidInput(format!("unknown change token {since:?}")))?;
+    let listing_changed = since_hash != paths_hash;
+    let changed_paths = files
+        .into_iter()
+        .filter(|file| file.modified_nanos > since_newest)
+        .map(|file| file.path)
+        .collect();
+    Ok(ChangeReport {
+        token,
+        listing_changed,
+        changed_paths,
+    })
+}
+
+/// Seconds since 1970 as `YYYY-MM-DDTHH:MM:SSZ`.
+fn iso8601(seconds: u64) -> String {
+    let days = (seconds / 86_400) as i64;
+    let time = seconds % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let shifted = days + 719_468;
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        time / 3_600,
+        time % 3_600 / 60,
+        time % 60
+    )
+}

@@ -1,0 +1,303 @@
+//! Helpers shared by the integration tests: where the built binary and
+//! plugins are, plugin folders made for one test, and two ways of talking to a
+//! real `resmux serve` over stdio: the rmcp client, and raw JSON-RPC lines for
+//! checks on the wire itself.
+//!
+//! Build first with `scripts/build`: the tests use `target/release/resmux`
+//! (or `$RESMUX_BIN`) and the components in `target/plugins/` and
+//! `target/test-plugins/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use rmcp::RoleClient;
+use rmcp::model::{ClientCapabilities, ClientConfig, ErrorData, Implementation, ProtocolVersion};
+use rmcp::service::{
+    ClientCacheConfig, ClientLifecycleMode, ClientServiceExt, RunningService, ServiceError,
+};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// How long any single exchange with the server may take before a test fails.
+pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate sits in the workspace")
+        .to_path_buf()
+}
+
+/// The `resmux` binary under test.
+pub fn resmux_bin() -> PathBuf {
+    std::env::var_os("RESMUX_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/release/resmux"))
+}
+
+/// A component built by `scripts/build`: an example or a test plugin.
+pub fn component(name: &str) -> PathBuf {
+    let target = workspace().join("target");
+    [target.join("plugins"), target.join("test-plugins")]
+        .into_iter()
+        .map(|dir| dir.join(format!("{name}.wasm")))
+        .find(|path| path.exists())
+        .unwrap_or_else(|| panic!("component {name}.wasm is not built: run scripts/build first"))
+}
+
+/// The compile cache the tests share, so each component compiles once.
+pub fn cache_dir() -> PathBuf {
+    workspace().join("target/test-cache")
+}
+
+/// A plugin folder that lives as long as the test.
+pub struct Folder {
+    dir: tempfile::TempDir,
+}
+
+impl Folder {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("a temporary folder"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Adds the built component `component` as `NAME.wasm`.
+    pub fn plugin(&self, name: &str, component_name: &str) -> &Self {
+        std::fs::copy(
+            component(component_name),
+            self.path().join(format!("{name}.wasm")),
+        )
+        .expect("the component copies");
+        self
+    }
+
+    /// Writes `NAME.toml`.
+    pub fn manifest(&self, name: &str, toml: &str) -> &Self {
+        self.file(&format!("{name}.toml"), toml.as_bytes())
+    }
+
+    /// Writes any file below the folder, creating its parents.
+    pub fn file(&self, relative: &str, bytes: &[u8]) -> &Self {
+        let path = self.path().join(relative);
+        std::fs::create_dir_all(path.parent().expect("a file has a parent")).unwrap();
+        std::fs::write(path, bytes).expect("the file writes");
+        self
+    }
+}
+
+impl Default for Folder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The protocol era a client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize`, up to 2025-11-25.
+    Legacy,
+    /// `server/discover` and per-request `_meta`, 2026-07-28.
+    Modern,
+}
+
+impl Era {
+    pub const ALL: [Era; 2] = [Era::Legacy, Era::Modern];
+
+    /// The JSON-RPC code of "resource not found" in this era.
+    pub fn not_found_code(self) -> i32 {
+        match self {
+            Era::Legacy => -32002,
+            Era::Modern => -32602,
+        }
+    }
+}
+
+fn serve_command(folder: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(resmux_bin());
+    command
+        .arg("serve")
+        .arg("--plugins")
+        .arg(folder)
+        .args(args)
+        .env("RESMUX_CACHE_DIR", cache_dir())
+        .env("RUST_LOG", "info")
+        .kill_on_drop(true);
+    command
+}
+
+/// An rmcp client session with a server.
+pub type McpClient = RunningService<RoleClient, ClientConfig>;
+
+/// An rmcp client connected to `resmux serve` on `folder`.
+pub async fn client(folder: &Path, args: &[&str], era: Era) -> Result<McpClient> {
+    let (transport, _) = TokioChildProcess::builder(serve_command(folder, args))
+        .stderr(Stdio::null())
+        .spawn()?;
+    let lifecycle = match era {
+        Era::Legacy => ClientLifecycleMode::Initialize,
+        Era::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    };
+    let info = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("resmux-tests", "0"),
+    );
+    let client = tokio::time::timeout(
+        EXCHANGE_TIMEOUT,
+        info.serve_with_lifecycle(transport, lifecycle),
+    )
+    .await
+    .context("the server did not answer the handshake in time")??;
+    // Every call of a test must reach the server, whatever ttlMs says.
+    client
+        .set_response_cache_config(ClientCacheConfig::disabled())
+        .await;
+    Ok(client)
+}
+
+/// The JSON-RPC error inside a failed client call.
+pub fn mcp_error<T: std::fmt::Debug>(result: Result<T, ServiceError>) -> ErrorData {
+    match result {
+        Err(ServiceError::McpError(error)) => error,
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
+}
+
+/// `resmux serve` driven with raw JSON-RPC lines, for checks on the wire.
+pub struct RawServer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    /// Notifications received while waiting for responses.
+    pub notifications: Vec<Value>,
+}
+
+impl RawServer {
+    pub fn start(folder: &Path, args: &[&str]) -> Result<Self> {
+        let mut child = serve_command(folder, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start {}", resmux_bin().display()))?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        Ok(Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+            notifications: Vec::new(),
+        })
+    }
+
+    /// Writes one line as is.
+    pub async fn send_line(&mut self, line: &str) -> Result<()> {
+        self.stdin.write_all(line.as_bytes()).await?;
+        self.stdin.write_all(b"\n").await?;
+        self.stdin.flush().await?;
+        Ok(())
+    }
+
+    /// Reads the next line of stdout, which must be one JSON-RPC message.
+    pub async fn next_message(&mut self) -> Result<Value> {
+        let line = tokio::time::timeout(EXCHANGE_TIMEOUT, self.stdout.next_line())
+            .await
+            .context("no message from the server in time")??
+            .ok_or_else(|| anyhow!("the server closed stdout"))?;
+        let message: Value = serde_json::from_str(&line)
+            .with_context(|| format!("stdout carried a line that is not JSON: {line:?}"))?;
+        if message.get("jsonrpc") != Some(&json!("2.0")) {
+            bail!("stdout carried a line that is not JSON-RPC 2.0: {line:?}");
+        }
+        Ok(message)
+    }
+
+    /// Sends a request and returns the response with its id.
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        self.send_line(&request.to_string()).await?;
+        self.response(id).await
+    }
+
+    /// Waits for the response with `id`, keeping notifications aside.
+    pub async fn response(&mut self, id: u64) -> Result<Value> {
+        loop {
+            let message = self.next_message().await?;
+            if message.get("id") == Some(&json!(id)) {
+                return Ok(message);
+            }
+            if message.get("id").is_none() {
+                self.notifications.push(message);
+                continue;
+            }
+            bail!("unexpected message while waiting for response {id}: {message}");
+        }
+    }
+
+    /// The legacy handshake at `version`; returns the initialize result.
+    pub async fn initialize(&mut self, version: &str) -> Result<Value> {
+        let response = self
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": version,
+                    "capabilities": {},
+                    "clientInfo": { "name": "raw", "version": "0" }
+                }),
+            )
+            .await?;
+        self.send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await?;
+        response
+            .get("result")
+            .cloned()
+            .ok_or_else(|| anyhow!("initialize failed: {response}"))
+    }
+
+    /// A 2026-07-28 request: `params` plus the required `_meta`.
+    pub async fn modern_request(&mut self, method: &str, mut params: Value) -> Result<Value> {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        });
+        self.request(method, params).await
+    }
+
+    /// Closes stdin, waits for the server to exit, and returns its stderr.
+    pub async fn stop(mut self) -> Result<String> {
+        drop(self.stdin);
+        let status = tokio::time::timeout(EXCHANGE_TIMEOUT, self.child.wait())
+            .await
+            .context("the server did not exit after stdin closed")??;
+        let mut rest = String::new();
+        while let Some(line) = self.stdout.next_line().await? {
+            rest.push_str(&line);
+        }
+        if !rest.trim().is_empty() {
+            bail!("stdout carried trailing output: {rest:?}");
+        }
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            pipe.read_to_string(&mut stderr).await?;
+        }
+        if !status.success() {
+            bail!("the server exited with {status}: {stderr}");
+        }
+        Ok(stderr)
+    }
+}
