@@ -123,7 +123,7 @@ pub enum Body {
 
 impl Body {
     /// The number of bytes the body holds before any encoding.
-    pub fn len(&self) -> usize {
+    pub fn byte_count(&self) -> usize {
         match self {
             Body::Text(text) => text.len(),
             Body::Blob(bytes) => bytes.len(),

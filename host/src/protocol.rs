@@ -9,10 +9,10 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{
-    self, CompleteRequestParams, CompleteResult, CompletionInfo, ErrorData, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, MetaObject, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceContents, ServerCapabilities, ServerConfig,
+    self, CompleteRequestParams, CompleteResult, CompletionInfo, CustomRequest, CustomResult,
+    ErrorCode, ErrorData, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    MetaObject, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -143,7 +143,34 @@ impl ServerHandler for ResmuxServer {
         info.has_more = Some(completion.has_more);
         Ok(CompleteResult::new(info))
     }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        if SERVED_METHODS.contains(&request.method.as_str()) {
+            return Err(ErrorData::invalid_params(
+                format!("the params of {} are missing or malformed", request.method),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("resmux does not serve {}", request.method),
+            None,
+        ))
+    }
 }
+
+/// The methods resmux serves. rmcp hands a request for one of them whose
+/// params do not parse to `on_custom_request`; it gets -32602, not -32601.
+const SERVED_METHODS: [&str; 4] = [
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+];
 
 /// `ttlMs` and `cacheScope` for clients of 2026-07-28 or later; none for
 /// older clients, whose schema has no such fields.

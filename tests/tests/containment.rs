@@ -1,0 +1,168 @@
+//! Plugins that cannot load, collide, or lie: each is refused with a clear
+//! reason while every other plugin keeps serving.
+
+use resmux_tests::{Era, Folder, RawServer, client, mcp_error};
+use rmcp::model::{ReadResourceRequestParams, ResourceContents};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_plugin_that_fails_to_load_is_reported_and_the_others_serve() {
+    let folder = Folder::new();
+    folder
+        .plugin("notes", "notes")
+        .file("garbage.wasm", b"this is not WebAssembly")
+        .plugin("unconfigured", "notes")
+        .manifest("unconfigured", "[config]\npage_size = \"many\"\n")
+        .manifest("typo", "component = \"notes.wasm\"\nschem = \"x\"\n")
+        .file("bare.toml", b"scheme = \"bare\"\n");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let listed = server.request("resources/list", json!({})).await.unwrap();
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|resource| resource["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris.len(), 5, "{listed}");
+    assert!(
+        uris.iter().all(|uri| uri.starts_with("notes://")),
+        "{uris:?}"
+    );
+    let stderr = server.stop().await.unwrap();
+    for expected in [
+        "garbage.wasm",
+        "is not a loadable component",
+        "unconfigured.wasm",
+        r#"page_size "many" is not a positive number"#,
+        "typo.toml",
+        "unknown field `schem`",
+        "bare.toml",
+        "it has no bare.wasm beside it",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "stderr lacks {expected:?}:\n{stderr}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn two_plugins_on_one_scheme_are_both_refused() {
+    let folder = Folder::new();
+    folder
+        .plugin("notes", "notes")
+        .plugin("other", "conformance")
+        .manifest("other", "scheme = \"notes\"\n")
+        .plugin("conformance", "conformance")
+        .manifest("conformance", "scheme = \"test\"\n");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let read = server
+        .request("resources/read", json!({ "uri": "notes://notes/welcome" }))
+        .await
+        .unwrap();
+    assert_eq!(read["error"]["code"], -32002, "{read}");
+    let fixture = server
+        .request("resources/read", json!({ "uri": "test://static-text" }))
+        .await
+        .unwrap();
+    assert_eq!(
+        fixture["result"]["contents"][0]["text"],
+        "This is the content of the static text resource."
+    );
+    let stderr = server.stop().await.unwrap();
+    assert!(
+        stderr.contains(r#"scheme "notes" is claimed by"#)
+            && stderr.contains("notes.wasm")
+            && stderr.contains("other.wasm"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn answers_that_break_the_contract_never_reach_the_client() {
+    let folder = Folder::new();
+    folder.plugin("liar", "liar").plugin("notes", "notes");
+    for era in Era::ALL {
+        let client = client(folder.path(), &[], era).await.unwrap();
+        let resources = client.list_all_resources().await.unwrap();
+        let liar_uris: Vec<&str> = resources
+            .iter()
+            .map(|resource| resource.uri.as_str())
+            .filter(|uri| uri.starts_with("liar://"))
+            .collect();
+        assert_eq!(liar_uris, ["liar://honest"], "{era:?}");
+        assert_eq!(resources.len(), 6, "{era:?}: the notes are all listed");
+
+        let templates = client.list_all_resource_templates().await.unwrap();
+        let liar_templates: Vec<&str> = templates
+            .iter()
+            .map(|template| template.uri_template.as_str())
+            .filter(|uri| uri.starts_with("liar://"))
+            .collect();
+        assert_eq!(liar_templates, ["liar://item/{id}"], "{era:?}");
+
+        for path in ["other-scheme", "bad-mime", "bad-meta", "empty"] {
+            let uri = format!("liar://{path}");
+            let error = mcp_error(
+                client
+                    .read_resource(ReadResourceRequestParams::new(&uri))
+                    .await,
+            );
+            assert_eq!(error.code.0, -32603, "{era:?} {uri}: {error:?}");
+            assert!(
+                error.message.contains("invalid answer"),
+                "{}",
+                error.message
+            );
+        }
+        let honest = client
+            .read_resource(ReadResourceRequestParams::new("liar://honest"))
+            .await
+            .unwrap();
+        assert!(matches!(&honest.contents[..],
+            [ResourceContents::TextResourceContents { uri, .. }] if uri == "liar://honest"));
+
+        let flood = client
+            .complete_resource_argument("liar://item/{id}", "id", "", None)
+            .await
+            .unwrap();
+        assert_eq!(flood.values.len(), 100, "{era:?}");
+        assert_eq!(flood.has_more, Some(true));
+
+        let note = client
+            .read_resource(ReadResourceRequestParams::new("notes://notes/paths"))
+            .await
+            .unwrap();
+        assert_eq!(note.contents.len(), 1);
+        client.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn what_a_plugin_prints_goes_to_the_log_not_the_protocol() {
+    let folder = Folder::new();
+    folder.plugin("liar", "liar");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    for _ in 0..3 {
+        let read = server
+            .request("resources/read", json!({ "uri": "liar://honest" }))
+            .await
+            .unwrap();
+        assert_eq!(read["result"]["contents"][0]["text"], "a lie", "{read}");
+    }
+    let stderr = server.stop().await.unwrap();
+    let stdout_lines = stderr
+        .lines()
+        .filter(|line| line.contains("liar says hello on stdout") && line.contains("plugin=liar"))
+        .count();
+    let stderr_lines = stderr
+        .lines()
+        .filter(|line| {
+            line.contains("liar says hello on stderr") && line.contains("stream=\"stderr\"")
+        })
+        .count();
+    assert_eq!((stdout_lines, stderr_lines), (3, 3), "{stderr}");
+}

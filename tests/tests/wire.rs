@@ -1,0 +1,191 @@
+//! The protocol on the wire: raw JSON-RPC lines to `resmux serve` over stdio,
+//! for every revision from 2024-11-05 to 2026-07-28, and for input that is
+//! malformed. Every line the server writes must be a JSON-RPC message.
+
+use resmux_tests::{Folder, RawServer};
+use serde_json::{Value, json};
+
+fn folder() -> Folder {
+    let folder = Folder::new();
+    folder
+        .plugin("notes", "notes")
+        .plugin("conformance", "conformance")
+        .manifest("conformance", "scheme = \"test\"\n");
+    folder
+}
+
+const LEGACY_REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+#[tokio::test]
+async fn every_legacy_revision_negotiates_and_reads_without_caching_fields() {
+    let folder = folder();
+    for revision in LEGACY_REVISIONS {
+        let mut server = RawServer::start(folder.path(), &[]).unwrap();
+        let info = server.initialize(revision).await.unwrap();
+        assert_eq!(info["protocolVersion"], revision);
+        assert!(info["capabilities"]["resources"].is_object(), "{info}");
+        assert!(info["capabilities"]["completions"].is_object(), "{info}");
+        assert_eq!(info["serverInfo"]["name"], "resmux");
+
+        let listed = server.request("resources/list", json!({})).await.unwrap();
+        let result = &listed["result"];
+        assert_eq!(result["resources"].as_array().unwrap().len(), 8, "{listed}");
+        for field in ["ttlMs", "cacheScope", "resultType"] {
+            assert!(
+                result.get(field).is_none(),
+                "{revision}: {field} in {result}"
+            );
+        }
+        let read = server
+            .request("resources/read", json!({ "uri": "test://static-text" }))
+            .await
+            .unwrap();
+        assert!(read["result"].get("ttlMs").is_none(), "{read}");
+        assert_eq!(read["result"]["contents"][0]["mimeType"], "text/plain");
+
+        let missing = server
+            .request("resources/read", json!({ "uri": "test://missing" }))
+            .await
+            .unwrap();
+        assert_eq!(missing["error"]["code"], -32002, "{revision}: {missing}");
+        assert_eq!(missing["error"]["data"]["uri"], "test://missing");
+        server.stop().await.unwrap();
+    }
+}
+
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+#[tokio::test]
+async fn the_2026_era_discovers_and_gets_caching_fields() {
+    let folder = folder();
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    let discovered = server
+        .request("server/discover", json!({ "_meta": modern_meta() }))
+        .await
+        .unwrap();
+    let versions = discovered["result"]["supportedVersions"]
+        .as_array()
+        .unwrap();
+    for revision in LEGACY_REVISIONS.iter().chain(&["2026-07-28"]) {
+        assert!(
+            versions.contains(&json!(revision)),
+            "{revision} in {discovered}"
+        );
+    }
+    assert!(discovered["result"]["capabilities"]["resources"].is_object());
+
+    let listed = server
+        .modern_request("resources/list", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        listed["result"]["ttlMs"], 0,
+        "the files of no hint and notes' 60 s merge to 0"
+    );
+    assert_eq!(listed["result"]["cacheScope"], "public");
+    let notes = server
+        .modern_request("resources/read", json!({ "uri": "notes://notes/welcome" }))
+        .await
+        .unwrap();
+    assert_eq!(notes["result"]["ttlMs"], 60_000, "{notes}");
+    assert_eq!(notes["result"]["cacheScope"], "public");
+    let templates = server
+        .modern_request("resources/templates/list", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(templates["result"]["ttlMs"], 0);
+    let missing = server
+        .modern_request(
+            "resources/read",
+            json!({ "uri": "test://nonexistent-resource-for-conformance-testing" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    assert_eq!(
+        missing["error"]["data"]["uri"],
+        "test://nonexistent-resource-for-conformance-testing"
+    );
+    let completion = server
+        .modern_request(
+            "completion/complete",
+            json!({
+                "ref": { "type": "ref/resource", "uri": "test://template/{id}/data" },
+                "argument": { "name": "id", "value": "1" }
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        completion["result"]["completion"]["values"],
+        json!(["1", "123"])
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn malformed_requests_get_errors_and_the_server_carries_on() {
+    let folder = folder();
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+
+    for uri in [
+        "no-scheme",
+        "notes://a b",
+        "notes://a#fragment",
+        "notes://%zz",
+        "1notes://x",
+    ] {
+        let response = server
+            .request("resources/read", json!({ "uri": uri }))
+            .await
+            .unwrap();
+        assert_eq!(response["error"]["code"], -32602, "{uri}: {response}");
+        assert!(
+            response["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("invalid URI"),
+            "{uri}: {response}"
+        );
+    }
+    let no_uri = server.request("resources/read", json!({})).await.unwrap();
+    assert_eq!(no_uri["error"]["code"], -32602, "{no_uri}");
+    let unknown = server.request("tools/frobnicate", json!({})).await.unwrap();
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let prompt = server
+        .request(
+            "completion/complete",
+            json!({ "ref": { "type": "ref/prompt", "name": "x" }, "argument": { "name": "a", "value": "" } }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(prompt["error"]["code"], -32602, "{prompt}");
+
+    // JSON of the wrong shape is an invalid request; a line that is not JSON
+    // at all is ignored, as in the other official SDKs (no id to answer to).
+    server
+        .send_line(r#"{"jsonrpc":"2.0","id":{"no":"ids"},"method":7}"#)
+        .await
+        .unwrap();
+    let invalid = server.next_message().await.unwrap();
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    server.send_line("{this is not json").await.unwrap();
+
+    let still = server
+        .request("resources/read", json!({ "uri": "notes://notes/errors" }))
+        .await
+        .unwrap();
+    assert!(
+        still["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("# Typed errors")
+    );
+    server.stop().await.unwrap();
+}
