@@ -177,7 +177,11 @@ impl Namespace {
         if result.contents.is_empty() {
             return Err(invalid("it returned no contents".into()));
         }
-        let total: u64 = result.contents.iter().map(|c| c.body.byte_count() as u64).sum();
+        let total: u64 = result
+            .contents
+            .iter()
+            .map(|c| c.body.byte_count() as u64)
+            .sum();
         if total > mount.limits.max_read_bytes {
             return Err(invalid(format!(
                 "it returned {total} bytes, over the limit of {}",
