@@ -122,6 +122,16 @@ impl Era {
     }
 }
 
+/// Runs a `resmux` subcommand to completion.
+pub fn resmux(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(resmux_bin())
+        .args(args)
+        .env("RESMUX_CACHE_DIR", cache_dir())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("resmux runs")
+}
+
 fn serve_command(folder: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(resmux_bin());
     command

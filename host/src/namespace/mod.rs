@@ -84,6 +84,15 @@ pub struct Read {
     pub cache: CacheHint,
 }
 
+/// What changed in one provider since an earlier report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changes {
+    /// The token to pass next time.
+    pub token: String,
+    pub listing_changed: bool,
+    pub changed_uris: Vec<String>,
+}
+
 /// One page of a merged listing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Listed<T> {
@@ -247,6 +256,38 @@ impl Namespace {
             completion.has_more = true;
         }
         Ok(completion)
+    }
+
+    /// What changed in the provider of `scheme` since the report that gave
+    /// `since` (none for a first report).
+    pub async fn changes(
+        &self,
+        scheme: &str,
+        since: Option<String>,
+    ) -> Result<Changes, NamespaceError> {
+        let root = format!("{scheme}://");
+        let mount = self.mount_of(scheme, &root)?;
+        let report = mount
+            .provider
+            .changes(since)
+            .await
+            .map_err(|error| provider_error(&root, error))?;
+        let changed_uris = report
+            .changed_paths
+            .into_iter()
+            .filter_map(|path| match uri::check_path(&path) {
+                Ok(()) => Some(format!("{root}{path}")),
+                Err(reason) => {
+                    tracing::warn!(scheme, "change report dropped path {path:?}: it {reason}");
+                    None
+                }
+            })
+            .collect();
+        Ok(Changes {
+            token: report.token,
+            listing_changed: report.listing_changed,
+            changed_uris,
+        })
     }
 
     fn mount_of(&self, scheme: &str, uri: &str) -> Result<&Mount, NamespaceError> {

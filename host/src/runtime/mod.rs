@@ -97,11 +97,9 @@ impl Runtime {
     /// Names of what a component imports and exports, for `inspect`.
     pub fn interface(&self, component: &Component) -> (Vec<String>, Vec<String>) {
         let ty = component.component_type();
-        let names = |items: &mut dyn Iterator<Item = &str>| items.map(String::from).collect();
-        (
-            names(&mut ty.imports(&self.engine).map(|(name, _)| name)),
-            names(&mut ty.exports(&self.engine).map(|(name, _)| name)),
-        )
+        let imports = ty.imports(&self.engine).map(|(name, _)| name.to_owned());
+        let exports = ty.exports(&self.engine).map(|(name, _)| name.to_owned());
+        (imports.collect(), exports.collect())
     }
 }
 

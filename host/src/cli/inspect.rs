@@ -1,0 +1,135 @@
+//! `resmux inspect`: what a component is, what it imports and exports, what
+//! it says about itself, and what its manifest grants it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use super::CacheArgs;
+use resmux::catalog::Manifest;
+use resmux::policy::Policy;
+
+pub async fn inspect(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs) -> Result<()> {
+    let manifest_path = manifest.or_else(|| {
+        let beside = component.with_extension("toml");
+        beside.exists().then_some(beside)
+    });
+    let manifest = manifest_path
+        .as_deref()
+        .map(Manifest::read)
+        .transpose()?
+        .unwrap_or_default();
+    let runtime = cache.runtime()?;
+    let bytes =
+        std::fs::read(component).with_context(|| format!("cannot read {}", component.display()))?;
+    let compiled = runtime
+        .compile(&bytes)
+        .with_context(|| format!("{} is not a loadable component", component.display()))?;
+    let (imports, exports) = runtime.interface(&compiled.component);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "component  {}", component.display())?;
+    writeln!(out, "size       {} bytes", bytes.len())?;
+    writeln!(out, "sha256     {}", compiled.digest)?;
+    writeln!(
+        out,
+        "compiled   {:?} in {} ms",
+        compiled.origin,
+        compiled.elapsed.as_millis()
+    )?;
+    writeln!(out, "exports")?;
+    for name in &exports {
+        writeln!(out, "  {name}")?;
+    }
+    let manifest_dir = manifest_path
+        .as_deref()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    let policy = manifest.policy(manifest_dir)?;
+    writeln!(out, "imports")?;
+    for name in &imports {
+        writeln!(out, "  {name:<45} {}", import_status(name, &policy))?;
+    }
+    let stem = component
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let scheme = manifest.scheme.clone().unwrap_or(stem);
+    writeln!(
+        out,
+        "manifest   {}",
+        manifest_path
+            .as_deref()
+            .map_or("none (defaults apply)".into(), |path| path
+                .display()
+                .to_string())
+    )?;
+    writeln!(out, "scheme     {scheme}://")?;
+    let config = manifest.config_pairs()?;
+    for (key, value) in &config {
+        writeln!(out, "config     {key} = {value:?}")?;
+    }
+    if policy.files.is_empty() {
+        writeln!(out, "files      none granted")?;
+    }
+    for grant in &policy.files {
+        writeln!(
+            out,
+            "files      {} -> {} ({:?})",
+            grant.host.display(),
+            grant.guest,
+            grant.access
+        )?;
+    }
+    writeln!(out, "network    none granted")?;
+    writeln!(out, "env        none granted")?;
+    let limits = policy.limits;
+    writeln!(
+        out,
+        "limits     memory {} MiB, {} ms per call, {} bytes per read, {} entries per page",
+        limits.memory_mib, limits.timeout_ms, limits.max_read_bytes, limits.max_page_entries
+    )?;
+    let plugin = runtime
+        .plugin(
+            &scheme,
+            &compiled.component,
+            policy,
+            manifest.config_pairs()?,
+        )
+        .with_context(|| format!("{} cannot be served", component.display()))?;
+    match plugin.about().await {
+        Ok(info) => writeln!(
+            out,
+            "about      {} {}: {}",
+            info.name, info.version, info.description
+        )?,
+        Err(error) => bail!("{} cannot describe itself: {error}", component.display()),
+    }
+    match plugin.start().await {
+        Ok(()) => writeln!(out, "start      ok")?,
+        Err(error) => writeln!(out, "start      FAILED: {error}")?,
+    }
+    Ok(())
+}
+
+/// What a plugin gets when it uses an import, under its policy.
+fn import_status(import: &str, policy: &Policy) -> &'static str {
+    let family = import.split('@').next().unwrap_or(import);
+    match family {
+        "wasi:sockets/network"
+        | "wasi:sockets/instance-network"
+        | "wasi:sockets/tcp"
+        | "wasi:sockets/tcp-create-socket"
+        | "wasi:sockets/udp"
+        | "wasi:sockets/udp-create-socket"
+        | "wasi:sockets/ip-name-lookup" => "linked; every use denied (no network grant)",
+        "wasi:filesystem/preopens" | "wasi:filesystem/types" if policy.files.is_empty() => {
+            "linked; no directory granted"
+        }
+        "wasi:filesystem/preopens" | "wasi:filesystem/types" => "granted directories only",
+        "wasi:cli/environment" => "linked; empty environment",
+        "wasi:cli/stdout" | "wasi:cli/stderr" => "captured into resmux's log",
+        "wasi:cli/stdin" => "linked; always empty",
+        _ => "provided",
+    }
+}

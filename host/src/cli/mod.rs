@@ -1,0 +1,176 @@
+//! Command-line arguments, logging, and `resmux serve`; the other subcommands
+//! live in [`query`] and [`inspect`]. Output for people goes to stdout; logs
+//! go to stderr, and `serve` keeps stdout for protocol messages alone.
+
+mod inspect;
+mod query;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args as ClapArgs, Parser, Subcommand};
+use rmcp::ServiceExt;
+use tracing_subscriber::EnvFilter;
+
+use resmux::catalog;
+use resmux::namespace::Namespace;
+use resmux::protocol::ResmuxServer;
+use resmux::runtime::{CompileCache, Runtime};
+
+/// resmux: an MCP server whose resources come from sandboxed WebAssembly plugins.
+///
+/// Put NAME.wasm (and optionally NAME.toml) into a folder; each plugin serves
+/// resources under its own URI scheme, and resmux merges them into one namespace.
+#[derive(Parser)]
+#[command(version, about, long_about)]
+pub struct Args {
+    /// Log filter, e.g. `info` or `resmux=debug` (default: RUST_LOG, else `info`).
+    /// Logs always go to stderr.
+    #[arg(long, global = true)]
+    pub log_level: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Serve the plugin folder over MCP on stdin/stdout.
+    Serve(FolderArgs),
+    /// List every resource of the namespace.
+    List(FolderArgs),
+    /// List every resource template of the namespace.
+    Templates(FolderArgs),
+    /// Read one resource and print its contents.
+    Read {
+        #[command(flatten)]
+        folder: FolderArgs,
+        /// The resource's URI, e.g. `notes://welcome`.
+        uri: String,
+        /// Write the raw contents to this file instead of printing them.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Ask one plugin what changed since a token from an earlier answer.
+    Changes {
+        #[command(flatten)]
+        folder: FolderArgs,
+        /// The plugin's scheme, e.g. `files`.
+        scheme: String,
+        /// The token an earlier `changes` printed (omit for the first report).
+        #[arg(long)]
+        since: Option<String>,
+    },
+    /// Show a plugin component's interface, what it says about itself, and
+    /// what its manifest grants.
+    Inspect {
+        /// The component, e.g. `plugins/notes.wasm`.
+        component: PathBuf,
+        /// Its manifest (default: the `.toml` beside it, if any).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
+}
+
+#[derive(ClapArgs)]
+pub struct FolderArgs {
+    /// The folder of plugins: NAME.wasm files with optional NAME.toml manifests.
+    #[arg(long, env = "RESMUX_PLUGINS")]
+    plugins: PathBuf,
+    /// The most entries one page of a listing holds.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    page_size: u32,
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+#[derive(ClapArgs)]
+pub struct CacheArgs {
+    /// Where compiled plugins are cached (default: $XDG_CACHE_HOME/resmux or ~/.cache/resmux).
+    #[arg(long, env = "RESMUX_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile every plugin afresh and cache nothing.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+}
+
+impl CacheArgs {
+    fn runtime(&self) -> Result<Runtime> {
+        let dir = if self.no_cache {
+            None
+        } else {
+            self.cache_dir.clone().or_else(default_cache_dir)
+        };
+        Runtime::new(CompileCache::new(dir))
+    }
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
+    Some(base.join("resmux"))
+}
+
+/// Sends logs to stderr, filtered by `level`, else RUST_LOG, else `info`.
+pub fn init_logging(level: Option<&str>) {
+    let filter = match level {
+        Some(level) => EnvFilter::new(level),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+pub async fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Serve(folder) => serve(folder).await,
+        Command::List(folder) => query::list(folder).await,
+        Command::Templates(folder) => query::templates(folder).await,
+        Command::Read {
+            folder,
+            uri,
+            output,
+        } => query::read(folder, &uri, output.as_deref()).await,
+        Command::Changes {
+            folder,
+            scheme,
+            since,
+        } => query::changes(folder, &scheme, since).await,
+        Command::Inspect {
+            component,
+            manifest,
+            cache,
+        } => inspect::inspect(&component, manifest, cache).await,
+    }
+}
+
+async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
+    let runtime = folder.cache.runtime()?;
+    let loading = catalog::load_folder(&runtime, &folder.plugins).await?;
+    let mut namespace = Namespace::new(folder.page_size as usize);
+    loading.mount_into(&mut namespace)?;
+    if loading.loaded.is_empty() {
+        tracing::warn!(folder = %folder.plugins.display(), "no plugin loaded; the namespace is empty");
+    }
+    Ok(namespace)
+}
+
+async fn serve(folder: FolderArgs) -> Result<()> {
+    let namespace = namespace(&folder).await?;
+    let schemes: Vec<&str> = namespace.schemes().collect();
+    tracing::info!(schemes = ?schemes, "serving MCP on stdio");
+    let server = ResmuxServer::new(Arc::new(namespace));
+    let service = server
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+        .context("the MCP session did not start")?;
+    service.waiting().await.context("the MCP session failed")?;
+    Ok(())
+}

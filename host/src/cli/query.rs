@@ -1,0 +1,135 @@
+//! The namespace from a shell: `resmux list`, `templates`, `read` and
+//! `changes`, printed for people.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::{FolderArgs, namespace};
+use resmux::contract::Body;
+
+pub async fn list(folder: FolderArgs) -> Result<()> {
+    let namespace = namespace(&folder).await?;
+    let mut stdout = std::io::stdout().lock();
+    let mut cursor = None;
+    loop {
+        let page = namespace.list(cursor.as_deref()).await?;
+        for resource in page.items {
+            let mime = resource.metadata.mime_type.as_deref().unwrap_or("-");
+            let size = resource.size.map_or("-".into(), |size| size.to_string());
+            writeln!(
+                stdout,
+                "{}\t{}\t{mime}\t{size}",
+                resource.uri, resource.metadata.name
+            )?;
+        }
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+pub async fn templates(folder: FolderArgs) -> Result<()> {
+    let namespace = namespace(&folder).await?;
+    let mut stdout = std::io::stdout().lock();
+    let mut cursor = None;
+    loop {
+        let page = namespace.templates(cursor.as_deref()).await?;
+        for template in page.items {
+            let description = template.metadata.description.as_deref().unwrap_or("");
+            writeln!(
+                stdout,
+                "{}\t{}\t{description}",
+                template.uri_template, template.metadata.name
+            )?;
+        }
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+pub async fn read(folder: FolderArgs, uri: &str, output: Option<&Path>) -> Result<()> {
+    let namespace = namespace(&folder).await?;
+    let read = namespace.read(uri).await?;
+    if let Some(output) = output {
+        let mut file = std::fs::File::create(output)
+            .with_context(|| format!("cannot create {}", output.display()))?;
+        for content in &read.contents {
+            match &content.body {
+                Body::Text(text) => file.write_all(text.as_bytes())?,
+                Body::Blob(bytes) => file.write_all(bytes)?,
+            }
+        }
+        return Ok(());
+    }
+    let mut stdout = std::io::stdout().lock();
+    let several = read.contents.len() > 1;
+    for content in read.contents {
+        let mime = content.mime_type.as_deref().unwrap_or("unknown type");
+        match content.body {
+            Body::Text(text) => {
+                if several {
+                    writeln!(stdout, "--- {} ({mime})", content.uri)?;
+                }
+                write!(stdout, "{text}")?;
+                if !text.ends_with('\n') {
+                    writeln!(stdout)?;
+                }
+            }
+            Body::Blob(bytes) => {
+                writeln!(
+                    stdout,
+                    "--- {} ({mime}, {} bytes of binary; use --output FILE to save them)",
+                    content.uri,
+                    bytes.len()
+                )?;
+                write_hex_preview(&mut stdout, &bytes)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn changes(folder: FolderArgs, scheme: &str, since: Option<String>) -> Result<()> {
+    let namespace = namespace(&folder).await?;
+    let changes = namespace.changes(scheme, since).await?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "token    {}", changes.token)?;
+    let listing = if changes.listing_changed {
+        "changed"
+    } else {
+        "unchanged"
+    };
+    writeln!(stdout, "listing  {listing}")?;
+    for uri in changes.changed_uris {
+        writeln!(stdout, "changed  {uri}")?;
+    }
+    Ok(())
+}
+
+/// Prints up to 256 bytes as offset, hex and ASCII columns.
+fn write_hex_preview(out: &mut impl Write, bytes: &[u8]) -> Result<()> {
+    const PREVIEW: usize = 256;
+    for (row, chunk) in bytes[..bytes.len().min(PREVIEW)].chunks(16).enumerate() {
+        let hex: Vec<String> = chunk.iter().map(|byte| format!("{byte:02x}")).collect();
+        let ascii: String = chunk
+            .iter()
+            .map(|&byte| {
+                if byte.is_ascii_graphic() || byte == b' ' {
+                    byte as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        writeln!(out, "{:08x}  {:<47}  {ascii}", row * 16, hex.join(" "))?;
+    }
+    if bytes.len() > PREVIEW {
+        writeln!(out, "... {} more bytes", bytes.len() - PREVIEW)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! The operator's commands: `resmux list`, `templates`, `read`, `changes` and
+//! `inspect`, run as a person would, on real plugins.
+
+use std::fs::File;
+use std::time::{Duration, SystemTime};
+
+use resmux_tests::{Folder, resmux};
+
+fn folder() -> Folder {
+    let folder = Folder::new();
+    folder
+        .plugin("notes", "notes")
+        .plugin("files", "files")
+        .manifest("files", "[[files]]\nhost = \"data\"\nguest = \"/data\"\n")
+        .file("data/hello.txt", b"hello\n")
+        .file(
+            "data/pixel.png",
+            &std::fs::read(resmux_tests::workspace().join("plugins/files/sample/pixel.png"))
+                .unwrap(),
+        );
+    folder
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let output = resmux(args);
+    assert!(
+        output.status.success(),
+        "resmux {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("stdout is UTF-8")
+}
+
+#[test]
+fn list_and_templates_print_the_merged_namespace() {
+    let folder = folder();
+    let plugins = folder.path().to_str().unwrap();
+    let listing = stdout_of(&["list", "--plugins", plugins, "--page-size", "2"]);
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 7, "{listing}");
+    assert_eq!(lines[0], "files://hello.txt\thello.txt\ttext/plain\t6");
+    assert_eq!(lines[1], "files://pixel.png\tpixel.png\timage/png\t70");
+    assert_eq!(lines[2], "notes://notes/welcome\twelcome\ttext/markdown\t-");
+    let templates = stdout_of(&["templates", "--plugins", plugins]);
+    assert!(
+        templates.starts_with("files://{+path}\tfile\t"),
+        "{templates}"
+    );
+    assert!(
+        templates.contains("notes://tags/{tag}\ttag\t"),
+        "{templates}"
+    );
+}
+
+#[test]
+fn read_prints_text_previews_binary_and_saves_bytes() {
+    let folder = folder();
+    let plugins = folder.path().to_str().unwrap();
+    assert_eq!(
+        stdout_of(&["read", "--plugins", plugins, "files://hello.txt"]),
+        "hello\n"
+    );
+    let preview = stdout_of(&["read", "--plugins", plugins, "files://pixel.png"]);
+    assert!(
+        preview.starts_with("--- files://pixel.png (image/png, 70 bytes of binary"),
+        "{preview}"
+    );
+    assert!(
+        preview.contains("00000000  89 50 4e 47 0d 0a 1a 0a"),
+        "{preview}"
+    );
+    let saved = folder.path().join("saved.png");
+    stdout_of(&[
+        "read",
+        "--plugins",
+        plugins,
+        "files://pixel.png",
+        "-o",
+        saved.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        std::fs::read(saved).unwrap(),
+        std::fs::read(folder.path().join("data/pixel.png")).unwrap()
+    );
+
+    let missing = resmux(&["read", "--plugins", plugins, "notes://notes/nope"]);
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("resource notes://notes/nope not found"),
+        "{stderr}"
+    );
+    let invalid = resmux(&["read", "--plugins", plugins, "files://../etc/passwd#x"]);
+    assert!(String::from_utf8_lossy(&invalid.stderr).contains("invalid URI"));
+}
+
+#[test]
+fn changes_reports_modified_and_added_files() {
+    let folder = folder();
+    let plugins = folder.path().to_str().unwrap();
+    let first = stdout_of(&["changes", "--plugins", plugins, "files"]);
+    let token = first
+        .lines()
+        .find_map(|line| line.strip_prefix("token    "))
+        .expect("a token")
+        .to_owned();
+    assert_eq!(
+        stdout_of(&["changes", "--plugins", plugins, "files", "--since", &token]),
+        format!("token    {token}\nlisting  unchanged\n")
+    );
+
+    let later = SystemTime::now() + Duration::from_secs(10);
+    let hello = File::options()
+        .write(true)
+        .open(folder.path().join("data/hello.txt"))
+        .unwrap();
+    hello.set_modified(later).unwrap();
+    folder.file("data/new.txt", b"new");
+    File::options()
+        .write(true)
+        .open(folder.path().join("data/new.txt"))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let report = stdout_of(&["changes", "--plugins", plugins, "files", "--since", &token]);
+    let lines: Vec<&str> = report.lines().skip(1).collect();
+    assert_eq!(
+        lines,
+        [
+            "listing  changed",
+            "changed  files://hello.txt",
+            "changed  files://new.txt"
+        ]
+    );
+
+    let unknown = resmux(&["changes", "--plugins", plugins, "nobody"]);
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("no plugin serves scheme \"nobody\"")
+    );
+}
+
+#[test]
+fn inspect_shows_interface_grants_and_self_description() {
+    let folder = folder();
+    let report = stdout_of(&[
+        "inspect",
+        folder.path().join("files.wasm").to_str().unwrap(),
+    ]);
+    let data = folder.path().join("data").canonicalize().unwrap();
+    for expected in [
+        "exports\n  resmux:provider/provider@0.1.0\n".to_owned(),
+        "wasi:filesystem/preopens@0.2.".to_owned(),
+        format!("files      {} -> /data (ReadOnly)", data.display()),
+        "network    none granted".to_owned(),
+        "about      files 0.1.0: Files of a directory the operator grants, read-only".to_owned(),
+        "start      ok".to_owned(),
+    ] {
+        assert!(
+            report.contains(&expected),
+            "inspect lacks {expected:?}:\n{report}"
+        );
+    }
+    let preopens = report
+        .lines()
+        .find(|line| line.contains("wasi:filesystem/preopens@"))
+        .unwrap();
+    assert!(preopens.ends_with("granted directories only"), "{preopens}");
+
+    let not_wasm = folder.path().join("data/hello.txt");
+    let refused = resmux(&["inspect", not_wasm.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not a loadable component"));
+}
