@@ -253,44 +253,38 @@ fn icons(icons: Vec<contract::Icon>) -> Option<Vec<model::Icon>> {
     })
 }
 
-fn resource(entry: namespace::Resource) -> model::Resource {
-    let Metadata {
-        name,
-        title,
-        description,
-        mime_type,
-        annotations: notes,
-        icons: pictures,
-        ..
-    } = entry.metadata;
+/// Copies the descriptive fields every rmcp resource and template share.
+macro_rules! describe {
+    ($converted:ident, $metadata:expr, $meta:expr) => {{
+        let Metadata {
+            title,
+            description,
+            mime_type,
+            annotations: notes,
+            icons: pictures,
+            ..
+        } = $metadata;
+        $converted.title = title;
+        $converted.description = description;
+        $converted.mime_type = mime_type;
+        $converted.annotations = notes.map(annotations);
+        $converted.icons = icons(pictures);
+        $converted.meta = $meta.map(MetaObject);
+    }};
+}
+
+fn resource(mut entry: namespace::Resource) -> model::Resource {
+    let name = std::mem::take(&mut entry.metadata.name);
     let mut converted = model::Resource::new(entry.uri, name);
-    converted.title = title;
-    converted.description = description;
-    converted.mime_type = mime_type;
     converted.size = entry.size;
-    converted.annotations = notes.map(annotations);
-    converted.icons = icons(pictures);
-    converted.meta = entry.meta.map(MetaObject);
+    describe!(converted, entry.metadata, entry.meta);
     converted
 }
 
-fn template(entry: namespace::Template) -> model::ResourceTemplate {
-    let Metadata {
-        name,
-        title,
-        description,
-        mime_type,
-        annotations: notes,
-        icons: pictures,
-        ..
-    } = entry.metadata;
+fn template(mut entry: namespace::Template) -> model::ResourceTemplate {
+    let name = std::mem::take(&mut entry.metadata.name);
     let mut converted = model::ResourceTemplate::new(entry.uri_template, name);
-    converted.title = title;
-    converted.description = description;
-    converted.mime_type = mime_type;
-    converted.annotations = notes.map(annotations);
-    converted.icons = icons(pictures);
-    converted.meta = entry.meta.map(MetaObject);
+    describe!(converted, entry.metadata, entry.meta);
     converted
 }
 

@@ -8,44 +8,50 @@ use anyhow::{Context, Result};
 
 use super::{FolderArgs, namespace};
 use resmux::contract::Body;
+use resmux::namespace::{Listed, NamespaceError};
 
 pub async fn list(folder: FolderArgs) -> Result<()> {
     let namespace = namespace(&folder).await?;
-    let mut stdout = std::io::stdout().lock();
-    let mut cursor = None;
-    loop {
-        let page = namespace.list(cursor.as_deref()).await?;
-        for resource in page.items {
+    print_every_page(
+        async |cursor| namespace.list(cursor.as_deref()).await,
+        |resource| {
             let mime = resource.metadata.mime_type.as_deref().unwrap_or("-");
             let size = resource.size.map_or("-".into(), |size| size.to_string());
-            writeln!(
-                stdout,
+            format!(
                 "{}\t{}\t{mime}\t{size}",
                 resource.uri, resource.metadata.name
-            )?;
-        }
-        cursor = page.next_cursor;
-        if cursor.is_none() {
-            return Ok(());
-        }
-    }
+            )
+        },
+    )
+    .await
 }
 
 pub async fn templates(folder: FolderArgs) -> Result<()> {
     let namespace = namespace(&folder).await?;
+    print_every_page(
+        async |cursor| namespace.templates(cursor.as_deref()).await,
+        |template| {
+            let description = template.metadata.description.as_deref().unwrap_or("");
+            let name = &template.metadata.name;
+            format!("{}\t{name}\t{description}", template.uri_template)
+        },
+    )
+    .await
+}
+
+/// Fetches page after page until the last, printing one line per entry.
+async fn print_every_page<T>(
+    mut page: impl AsyncFnMut(Option<String>) -> Result<Listed<T>, NamespaceError>,
+    line: impl Fn(&T) -> String,
+) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let mut cursor = None;
     loop {
-        let page = namespace.templates(cursor.as_deref()).await?;
-        for template in page.items {
-            let description = template.metadata.description.as_deref().unwrap_or("");
-            writeln!(
-                stdout,
-                "{}\t{}\t{description}",
-                template.uri_template, template.metadata.name
-            )?;
+        let listed = page(cursor).await?;
+        for item in &listed.items {
+            writeln!(stdout, "{}", line(item))?;
         }
-        cursor = page.next_cursor;
+        cursor = listed.next_cursor;
         if cursor.is_none() {
             return Ok(());
         }

@@ -14,6 +14,9 @@ pub fn mime_type(mime_type: &str) -> Result<(), String> {
     let parsed: mime::Mime = mime_type
         .parse()
         .map_err(|_| format!("MIME type {mime_type:?} is malformed"))?;
+    if parsed.type_().as_str().is_empty() || parsed.subtype().as_str().is_empty() {
+        return Err(format!("MIME type {mime_type:?} lacks a type or subtype"));
+    }
     if parsed.type_() == mime::STAR || parsed.subtype() == mime::STAR {
         return Err(format!("MIME type {mime_type:?} is a wildcard"));
     }

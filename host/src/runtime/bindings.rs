@@ -9,8 +9,8 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use exports::resmux::provider::provider::Guest;
-use resmux::provider::types as wit;
+pub use self::exports::resmux::provider::provider::Guest;
+use self::resmux::provider::types as wit;
 
 impl From<wit::Error> for contract::ProviderError {
     fn from(error: wit::Error) -> Self {
