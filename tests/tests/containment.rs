@@ -166,3 +166,37 @@ async fn what_a_plugin_prints_goes_to_the_log_not_the_protocol() {
         .count();
     assert_eq!((stdout_lines, stderr_lines), (3, 3), "{stderr}");
 }
+
+#[tokio::test]
+async fn outgoing_http_is_denied_before_any_connection() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", &format!("[config]\nfetch = \"{target}\"\n"));
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let read = server
+        .request("resources/read", json!({ "uri": "liar://fetch" }))
+        .await
+        .unwrap();
+    let outcome = read["result"]["contents"][0]["text"].as_str().unwrap();
+    assert!(outcome.contains("HttpRequestDenied"), "{outcome}");
+    let honest = server
+        .request("resources/read", json!({ "uri": "liar://honest" }))
+        .await
+        .unwrap();
+    assert_eq!(honest["result"]["contents"][0]["text"], "a lie");
+    let stderr = server.stop().await.unwrap();
+    assert!(
+        stderr.contains("denied an outgoing HTTP request") && stderr.contains(&target),
+        "{stderr}"
+    );
+    let accepted = listener.accept();
+    assert!(
+        matches!(&accepted, Err(error) if error.kind() == std::io::ErrorKind::WouldBlock),
+        "the plugin reached the listener: {accepted:?}"
+    );
+}

@@ -122,7 +122,8 @@ fn import_status(import: &str, policy: &Policy) -> &'static str {
         | "wasi:sockets/tcp-create-socket"
         | "wasi:sockets/udp"
         | "wasi:sockets/udp-create-socket"
-        | "wasi:sockets/ip-name-lookup" => "linked; every use denied (no network grant)",
+        | "wasi:sockets/ip-name-lookup"
+        | "wasi:http/outgoing-handler" => "linked; every use denied (no network grant)",
         "wasi:filesystem/preopens" | "wasi:filesystem/types" if policy.files.is_empty() => {
             "linked; no directory granted"
         }

@@ -28,7 +28,8 @@ use plugin::PluginState;
 /// How often the engine's epoch advances; the granularity of time limits.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// The engine every plugin runs on, with WASI linked once.
+/// The engine every plugin runs on, with all of WASI 0.2 (`wasi:http`
+/// included) linked once; the policy decides what each call may use.
 #[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
@@ -53,6 +54,7 @@ impl Runtime {
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         spawn_epoch_clock(&engine);
         Ok(Self {
             engine,

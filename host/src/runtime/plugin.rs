@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Guest, PluginInfo, PluginPre};
 use super::output::PluginOutput;
@@ -17,10 +18,13 @@ use crate::contract::{
     ResourceEntry, TemplateEntry,
 };
 use crate::policy::Policy;
+use crate::policy::network::HttpPolicy;
 
 /// The host state of one plugin instance.
 pub struct PluginState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    http_policy: HttpPolicy,
     table: ResourceTable,
     limits: StoreLimits,
 }
@@ -30,6 +34,16 @@ impl WasiView for PluginState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for PluginState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_policy,
         }
     }
 }
@@ -94,6 +108,8 @@ impl WasmPlugin {
             self.pre.engine(),
             PluginState {
                 wasi: wasi.build(),
+                http: WasiHttpCtx::new(),
+                http_policy: HttpPolicy,
                 table: ResourceTable::new(),
                 limits,
             },

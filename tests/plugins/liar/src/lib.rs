@@ -1,8 +1,9 @@
 //! `liar`: a test plugin that breaks the contract on purpose. It lists some
 //! entries that are fine and some that are not, and answers reads with URIs in
 //! another plugin's scheme, malformed MIME types or no contents at all, and
-//! prints to stdout and stderr. The host must pass on only what is valid, and
-//! keep what it prints out of the protocol stream.
+//! prints to stdout and stderr, and tries outgoing HTTP. The host must pass on only what is valid, and
+//! keep what it prints out of the protocol stream and its requests off the
+//! network.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -17,6 +18,9 @@ use resmux::provider::types::{
 
 struct Liar;
 
+/// Where `liar://fetch` sends its request: config key `fetch`.
+static FETCH_AUTHORITY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 impl Guest for Liar {
     fn about() -> PluginInfo {
         PluginInfo {
@@ -26,7 +30,12 @@ impl Guest for Liar {
         }
     }
 
-    fn init(_config: Vec<(String, String)>) -> Result<(), Error> {
+    fn init(config: Vec<(String, String)>) -> Result<(), Error> {
+        for (key, value) in config {
+            if key == "fetch" {
+                let _ = FETCH_AUTHORITY.set(value);
+            }
+        }
         Ok(())
     }
 
@@ -76,6 +85,11 @@ impl Guest for Liar {
                 ..content("bad-meta", "text/plain")
             }],
             "empty" => Vec::new(),
+            "fetch" => {
+                let mut answer = content("fetch", "text/plain");
+                answer.body = Body::Text(fetch_loopback());
+                vec![answer]
+            }
             _ => return Err(Error::NotFound(format!("no lie at {path:?}"))),
         };
         Ok(ReadResult {
@@ -94,6 +108,29 @@ impl Guest for Liar {
 
     fn changes(_since: Option<String>) -> Result<ChangeReport, Error> {
         Err(Error::Unavailable("the liar never reports changes".into()))
+    }
+}
+
+/// Tries an outgoing HTTP request and describes what happened.
+fn fetch_loopback() -> String {
+    use wasi::http::outgoing_handler;
+    use wasi::http::types::{Fields, OutgoingRequest, Scheme};
+
+    let request = OutgoingRequest::new(Fields::new());
+    let _ = request.set_scheme(Some(&Scheme::Http));
+    let authority = FETCH_AUTHORITY.get().map_or("127.0.0.1:9", String::as_str);
+    let _ = request.set_authority(Some(authority));
+    let _ = request.set_path_with_query(Some("/"));
+    match outgoing_handler::handle(request, None) {
+        Err(code) => format!("refused: {code:?}"),
+        Ok(response) => {
+            response.subscribe().block();
+            match response.get() {
+                Some(Ok(Ok(_))) => "got a response".into(),
+                Some(Ok(Err(code))) => format!("failed: {code:?}"),
+                other => format!("unexpected: {other:?}"),
+            }
+        }
     }
 }
 
