@@ -21,8 +21,8 @@ use resmux::namespace::Namespace;
 use resmux::policy::Limits;
 use resmux::runtime::{CompileCache, Runtime, WasmPlugin};
 
-/// A native provider with the files plugin's read path: read the file, check
-/// UTF-8, answer text.
+/// A native provider with the files plugin's read path: read the file on the
+/// calling thread (as the runtime lets plugins do), check UTF-8, answer text.
 struct NativeFiles {
     root: PathBuf,
 }
@@ -38,8 +38,7 @@ impl Provider for NativeFiles {
     }
 
     async fn read(&self, path: &str) -> Result<ReadResult, ProviderError> {
-        let bytes = tokio::fs::read(self.root.join(path))
-            .await
+        let bytes = std::fs::read(self.root.join(path))
             .map_err(|error| ProviderError::NotFound(error.to_string()))?;
         let text = String::from_utf8(bytes).map_err(|e| ProviderError::Internal(e.to_string()))?;
         Ok(ReadResult {
