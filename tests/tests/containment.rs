@@ -200,3 +200,53 @@ async fn outgoing_http_is_denied_before_any_connection() {
         "the plugin reached the listener: {accepted:?}"
     );
 }
+
+#[tokio::test]
+async fn a_call_that_spins_or_traps_fails_and_the_plugin_keeps_serving() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ntimeout_ms = 300\n")
+        .plugin("notes", "notes");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let started = std::time::Instant::now();
+    let spin = server
+        .request("resources/read", json!({ "uri": "liar://spin" }))
+        .await
+        .unwrap();
+    assert_eq!(spin["error"]["code"], -32603, "{spin}");
+    let message = spin["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("plugin liar exceeded its time limit of 300 ms in read"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the limit did not stop the call"
+    );
+
+    let panic = server
+        .request("resources/read", json!({ "uri": "liar://panic" }))
+        .await
+        .unwrap();
+    assert_eq!(panic["error"]["code"], -32603, "{panic}");
+    let message = panic["error"]["message"].as_str().unwrap();
+    assert!(message.contains("plugin liar trapped in read"), "{message}");
+
+    for uri in ["liar://honest", "notes://notes/welcome"] {
+        let read = server
+            .request("resources/read", json!({ "uri": uri }))
+            .await
+            .unwrap();
+        assert!(
+            read["result"]["contents"][0]["text"].is_string(),
+            "{uri}: {read}"
+        );
+    }
+    let stderr = server.stop().await.unwrap();
+    assert!(
+        stderr.contains("the liar panics"),
+        "the panic message is logged: {stderr}"
+    );
+}

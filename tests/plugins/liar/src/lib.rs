@@ -1,7 +1,8 @@
 //! `liar`: a test plugin that breaks the contract on purpose. It lists some
 //! entries that are fine and some that are not, and answers reads with URIs in
 //! another plugin's scheme, malformed MIME types or no contents at all, and
-//! prints to stdout and stderr, and tries outgoing HTTP. The host must pass on only what is valid, and
+//! prints to stdout and stderr, tries outgoing HTTP, spins forever and
+//! panics. The host must pass on only what is valid, and
 //! keep what it prints out of the protocol stream and its requests off the
 //! network.
 
@@ -85,6 +86,10 @@ impl Guest for Liar {
                 ..content("bad-meta", "text/plain")
             }],
             "empty" => Vec::new(),
+            "spin" => loop {
+                std::hint::black_box(());
+            },
+            "panic" => panic!("the liar panics"),
             "fetch" => {
                 let mut answer = content("fetch", "text/plain");
                 answer.body = Body::Text(fetch_loopback());
