@@ -196,7 +196,13 @@ pub struct RawServer {
 
 impl RawServer {
     pub fn start(folder: &Path, args: &[&str]) -> Result<Self> {
+        Self::start_with_env(folder, args, &[])
+    }
+
+    /// Starts the server with extra variables in its environment.
+    pub fn start_with_env(folder: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Self> {
         let mut child = serve_command(folder, args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::policy::{FileGrant, Limits, Policy};
+use crate::policy::{EnvSource, FileGrant, Limits, Policy};
 
 /// One plugin's manifest.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -24,9 +24,13 @@ pub struct Manifest {
     /// Key/value pairs handed to the plugin's `init`.
     #[serde(default)]
     pub config: BTreeMap<String, toml::Value>,
-    /// Directories the plugin may read.
+    /// Directories the plugin may read (or write).
     #[serde(default)]
     pub files: Vec<FileGrant>,
+    /// Environment variables the plugin may read, by name, with the source of
+    /// each value.
+    #[serde(default)]
+    pub env: BTreeMap<String, EnvSource>,
     /// Limits overriding the defaults.
     #[serde(default)]
     pub limits: Limits,
@@ -63,7 +67,12 @@ impl Manifest {
 
     /// The plugin's policy, with host paths resolved against `manifest_dir`.
     pub fn policy(&self, manifest_dir: &Path) -> Result<Policy> {
-        Policy::resolve(self.files.clone(), self.limits, manifest_dir)
+        Policy::resolve(
+            self.files.clone(),
+            self.env.clone(),
+            self.limits,
+            manifest_dir,
+        )
     }
 }
 
@@ -83,6 +92,10 @@ mod tests {
             [[files]]
             host = "."
             guest = "/data"
+            access = "read-write"
+            [env]
+            TOKEN = { from_env = "WEATHER_TOKEN" }
+            KEY = { from_file = "/run/secrets/key" }
             [limits]
             timeout_ms = 500
             "#,
@@ -97,6 +110,18 @@ mod tests {
             ]
         );
         assert_eq!(manifest.limits.timeout_ms, 500);
+        assert_eq!(
+            manifest.files[0].access,
+            crate::policy::files::Access::ReadWrite
+        );
+        assert_eq!(
+            manifest.env["TOKEN"],
+            EnvSource::FromEnv("WEATHER_TOKEN".into())
+        );
+        assert_eq!(
+            manifest.env["KEY"],
+            EnvSource::FromFile("/run/secrets/key".into())
+        );
         assert_eq!(manifest.limits.memory_mib, Limits::default().memory_mib);
     }
 

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 
 use super::CacheArgs;
 use resmux::catalog::Manifest;
-use resmux::policy::Policy;
+use resmux::policy::{EnvSource, Policy};
 
 pub async fn inspect(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs) -> Result<()> {
     let manifest_path = manifest.or_else(|| {
@@ -82,7 +82,16 @@ pub async fn inspect(component: &Path, manifest: Option<PathBuf>, cache: CacheAr
         )?;
     }
     writeln!(out, "network    none granted")?;
-    writeln!(out, "env        none granted")?;
+    if policy.env.is_empty() {
+        writeln!(out, "env        none granted")?;
+    }
+    for grant in &policy.env {
+        let source = match &grant.source {
+            EnvSource::FromEnv(host) => format!("host variable {host}"),
+            EnvSource::FromFile(file) => format!("file {}", file.display()),
+        };
+        writeln!(out, "env        {} (from {source})", grant.name)?;
+    }
     let limits = policy.limits;
     writeln!(
         out,
@@ -128,7 +137,8 @@ fn import_status(import: &str, policy: &Policy) -> &'static str {
             "linked; no directory granted"
         }
         "wasi:filesystem/preopens" | "wasi:filesystem/types" => "granted directories only",
-        "wasi:cli/environment" => "linked; empty environment",
+        "wasi:cli/environment" if policy.env.is_empty() => "linked; empty environment",
+        "wasi:cli/environment" => "granted variables only",
         "wasi:cli/stdout" | "wasi:cli/stderr" => "captured into resmux's log",
         "wasi:cli/stdin" => "linked; always empty",
         _ => "provided",

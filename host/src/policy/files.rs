@@ -1,6 +1,8 @@
 //! The file capability: host directories exposed to a plugin at guest paths.
 //!
-//! A grant maps one host directory to one guest path, read-only. WASI's
+//! A grant maps one host directory to one guest path, read-only unless it
+//! says `read-write`. Read-only allows no write, create, rename, delete or
+//! timestamp change. WASI's
 //! capability-based filesystem keeps the plugin inside the directory: paths are
 //! resolved relative to the preopened handle, so `..`, absolute paths and
 //! symlinks cannot reach beyond it.
@@ -18,6 +20,8 @@ pub enum Access {
     /// Read files and list directories; no change of any kind.
     #[default]
     ReadOnly,
+    /// Also create, write, rename and delete below the directory.
+    ReadWrite,
 }
 
 /// One `[[files]]` entry of a manifest.
@@ -57,6 +61,7 @@ impl FileGrant {
     pub fn configure(&self, wasi: &mut WasiCtxBuilder) -> Result<()> {
         let perms = match self.access {
             Access::ReadOnly => FsPerms::ReadOnly,
+            Access::ReadWrite => FsPerms::ReadWrite,
         };
         wasi.preopened_dir(&self.host, &self.guest, perms)
             .map_err(anyhow::Error::from)

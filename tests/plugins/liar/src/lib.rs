@@ -1,8 +1,8 @@
 //! `liar`: a test plugin that breaks the contract on purpose. It lists some
 //! entries that are fine and some that are not, and answers reads with URIs in
 //! another plugin's scheme, malformed MIME types or no contents at all, and
-//! prints to stdout and stderr, tries outgoing HTTP, spins forever and
-//! panics. The host must pass on only what is valid, and
+//! prints to stdout and stderr, tries outgoing HTTP, files and environment
+//! variables it was not granted, spins forever and panics. The host must pass on only what is valid, and
 //! keep what it prints out of the protocol stream and its requests off the
 //! network.
 
@@ -72,6 +72,14 @@ impl Guest for Liar {
             body: Body::Text("a lie".into()),
             meta: None,
         };
+        if let Some(outcome) = probe(&path) {
+            let mut answer = content(&path, "text/plain");
+            answer.body = Body::Text(outcome);
+            return Ok(ReadResult {
+                contents: vec![answer],
+                cache: None,
+            });
+        }
         let contents = match path.as_str() {
             "honest" => {
                 // Output a plugin prints must end up in the host's log only.
@@ -114,6 +122,25 @@ impl Guest for Liar {
     fn changes(_since: Option<String>) -> Result<ChangeReport, Error> {
         Err(Error::Unavailable("the liar never reports changes".into()))
     }
+}
+
+/// Tries to reach outside the sandbox, for `open/PATH`, `write/PATH` and
+/// `env/NAME`, and describes what happened.
+fn probe(path: &str) -> Option<String> {
+    if let Some(target) = path.strip_prefix("open/") {
+        return Some(match std::fs::read(target) {
+            Ok(bytes) => format!("ok: {} bytes", bytes.len()),
+            Err(error) => format!("error: {:?}", error.kind()),
+        });
+    }
+    if let Some(target) = path.strip_prefix("write/") {
+        return Some(match std::fs::write(target, "written by liar") {
+            Ok(()) => "ok".into(),
+            Err(error) => format!("error: {:?}", error.kind()),
+        });
+    }
+    let name = path.strip_prefix("env/")?;
+    Some(std::env::var(name).unwrap_or_else(|_| "unset".into()))
 }
 
 /// Tries an outgoing HTTP request and describes what happened.

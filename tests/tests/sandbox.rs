@@ -1,0 +1,168 @@
+//! The sandbox from inside: a plugin reaching for files, directories and
+//! environment variables it was not granted gets nothing, and what it was
+//! granted works exactly as granted.
+
+use resmux_tests::{Folder, RawServer};
+use serde_json::json;
+
+async fn read_text(server: &mut RawServer, uri: &str) -> String {
+    let response = server
+        .request("resources/read", json!({ "uri": uri }))
+        .await
+        .unwrap();
+    response["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{uri}: {response}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn files_stay_inside_their_grant_and_read_only_means_read_only() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[[files]]\nhost = \"data\"\nguest = \"/data\"\n")
+        .manifest(
+            "scribe",
+            "component = \"liar.wasm\"\n[[files]]\nhost = \"scratch\"\nguest = \"/scratch\"\naccess = \"read-write\"\n",
+        )
+        .file("data/inside.txt", b"inside")
+        .file("outside/secret.txt", b"secret")
+        .file("scratch/.keep", b"");
+    let secret = folder.path().join("outside/secret.txt");
+    std::os::unix::fs::symlink(
+        "../outside/secret.txt",
+        folder.path().join("data/relative-link"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&secret, folder.path().join("data/absolute-link")).unwrap();
+
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    assert_eq!(
+        read_text(&mut server, "liar://open//data/inside.txt").await,
+        "ok: 6 bytes"
+    );
+    for escape in [
+        "liar://open//data/../outside/secret.txt",
+        "liar://open//data/../../../../etc/passwd",
+        "liar://open//etc/passwd",
+        "liar://open/outside/secret.txt",
+        "liar://open//data/relative-link",
+        "liar://open//data/absolute-link",
+        "liar://open//scratch/.keep",
+    ] {
+        let outcome = read_text(&mut server, escape).await;
+        assert!(
+            outcome.starts_with("error: "),
+            "{escape} escaped: {outcome}"
+        );
+    }
+
+    let refused = read_text(&mut server, "liar://write//data/new.txt").await;
+    assert!(refused.starts_with("error: "), "{refused}");
+    let overwrite = read_text(&mut server, "liar://write//data/inside.txt").await;
+    assert!(overwrite.starts_with("error: "), "{overwrite}");
+    assert!(!folder.path().join("data/new.txt").exists());
+    assert_eq!(
+        std::fs::read(folder.path().join("data/inside.txt")).unwrap(),
+        b"inside"
+    );
+
+    assert_eq!(
+        read_text(&mut server, "scribe://write//scratch/note.txt").await,
+        "ok"
+    );
+    assert_eq!(
+        std::fs::read_to_string(folder.path().join("scratch/note.txt")).unwrap(),
+        "written by liar"
+    );
+    let escape = read_text(&mut server, "scribe://write//scratch/../outside/secret.txt").await;
+    assert!(escape.starts_with("error: "), "{escape}");
+    assert_eq!(std::fs::read(&secret).unwrap(), b"secret");
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn only_granted_variables_are_visible_and_their_values_stay_out_of_logs() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest(
+            "liar",
+            "[env]\nTOKEN = { from_env = \"RESMUX_TEST_TOKEN\" }\nKEY = { from_file = \"key.txt\" }\n",
+        )
+        .file("key.txt", b"key-from-file\n");
+    let mut server = RawServer::start_with_env(
+        folder.path(),
+        &["--log-level", "debug"],
+        &[
+            ("RESMUX_TEST_TOKEN", "token-from-env"),
+            ("RESMUX_TEST_OTHER", "other"),
+        ],
+    )
+    .unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    assert_eq!(
+        read_text(&mut server, "liar://env/TOKEN").await,
+        "token-from-env"
+    );
+    assert_eq!(
+        read_text(&mut server, "liar://env/KEY").await,
+        "key-from-file"
+    );
+    for hidden in ["RESMUX_TEST_TOKEN", "RESMUX_TEST_OTHER", "PATH", "HOME"] {
+        assert_eq!(
+            read_text(&mut server, &format!("liar://env/{hidden}")).await,
+            "unset"
+        );
+    }
+    let stderr = server.stop().await.unwrap();
+    // At debug level rmcp logs every response, which here carries the values
+    // back to the client as asked; nothing else may mention them.
+    let leaks: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("token-from-env") || line.contains("key-from-file"))
+        .filter(|line| !line.contains("rmcp::service: response message"))
+        .collect();
+    assert!(leaks.is_empty(), "{leaks:#?}");
+}
+
+#[tokio::test]
+async fn a_grant_that_cannot_be_resolved_keeps_the_plugin_out() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest(
+            "liar",
+            "[env]\nTOKEN = { from_env = \"RESMUX_TEST_SURELY_UNSET\" }\n",
+        )
+        .plugin("notes", "notes")
+        .manifest(
+            "notes",
+            "[[files]]\nhost = \"missing\"\nguest = \"/data\"\n",
+        )
+        .plugin("memo", "notes")
+        .manifest(
+            "memo",
+            "[[files]]\nhost = \"memo.toml\"\nguest = \"/data\"\n",
+        );
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let read = server
+        .request("resources/read", json!({ "uri": "liar://honest" }))
+        .await
+        .unwrap();
+    assert_eq!(read["error"]["code"], -32002, "{read}");
+    let stderr = server.stop().await.unwrap();
+    for expected in [
+        "variable TOKEN is granted from host variable RESMUX_TEST_SURELY_UNSET, which is not set",
+        "missing cannot be opened",
+        "memo.toml is not a directory",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "stderr lacks {expected:?}:\n{stderr}"
+        );
+    }
+}
