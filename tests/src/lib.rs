@@ -192,6 +192,8 @@ pub struct RawServer {
     next_id: u64,
     /// Notifications received while waiting for responses.
     pub notifications: Vec<Value>,
+    /// Responses that arrived before they were waited for.
+    early: Vec<Value>,
 }
 
 impl RawServer {
@@ -216,6 +218,7 @@ impl RawServer {
             stdout,
             next_id: 1,
             notifications: Vec::new(),
+            early: Vec::new(),
         })
     }
 
@@ -241,27 +244,41 @@ impl RawServer {
         Ok(message)
     }
 
-    /// Sends a request and returns the response with its id.
-    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
+    /// Sends a request without waiting; returns its id.
+    pub async fn send(&mut self, method: &str, params: Value) -> Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         self.send_line(&request.to_string()).await?;
+        Ok(id)
+    }
+
+    /// Sends a request and returns the response with its id.
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
+        let id = self.send(method, params).await?;
         self.response(id).await
     }
 
-    /// Waits for the response with `id`, keeping notifications aside.
+    /// Waits for the response with `id`, keeping notifications, and
+    /// responses to other requests sent with [`Self::send`], aside.
     pub async fn response(&mut self, id: u64) -> Result<Value> {
+        if let Some(index) = self
+            .early
+            .iter()
+            .position(|m| m.get("id") == Some(&json!(id)))
+        {
+            return Ok(self.early.remove(index));
+        }
         loop {
             let message = self.next_message().await?;
-            if message.get("id") == Some(&json!(id)) {
-                return Ok(message);
+            match message.get("id") {
+                Some(found) if found == &json!(id) => return Ok(message),
+                Some(found) if found.as_u64().is_some_and(|found| found < self.next_id) => {
+                    self.early.push(message);
+                }
+                Some(_) => bail!("unexpected message while waiting for response {id}: {message}"),
+                None => self.notifications.push(message),
             }
-            if message.get("id").is_none() {
-                self.notifications.push(message);
-                continue;
-            }
-            bail!("unexpected message while waiting for response {id}: {message}");
         }
     }
 

@@ -250,3 +250,121 @@ async fn a_call_that_spins_or_traps_fails_and_the_plugin_keeps_serving() {
         "the panic message is logged: {stderr}"
     );
 }
+
+#[tokio::test]
+async fn memory_and_stack_limits_stop_a_call_and_are_named() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\nmemory_mib = 64\n");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let hog = server
+        .request("resources/read", json!({ "uri": "liar://hog" }))
+        .await
+        .unwrap();
+    assert_eq!(hog["error"]["code"], -32603, "{hog}");
+    let message = hog["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("plugin liar exceeded its memory limit of 64 MiB in read"),
+        "{message}"
+    );
+    let deep = server
+        .request("resources/read", json!({ "uri": "liar://recurse" }))
+        .await
+        .unwrap();
+    let message = deep["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("plugin liar trapped in read") && message.contains("stack"),
+        "{message}"
+    );
+    let honest = server
+        .request("resources/read", json!({ "uri": "liar://honest" }))
+        .await
+        .unwrap();
+    assert_eq!(honest["result"]["contents"][0]["text"], "a lie", "{honest}");
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_plugin_that_keeps_faulting_is_quarantined_then_comes_back() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ntimeout_ms = 100\n")
+        .plugin("notes", "notes");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    for _ in 0..3 {
+        let spin = server
+            .request("resources/read", json!({ "uri": "liar://spin" }))
+            .await
+            .unwrap();
+        assert!(
+            spin["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("time limit"),
+            "{spin}"
+        );
+    }
+    let refused = server
+        .request("resources/read", json!({ "uri": "liar://honest" }))
+        .await
+        .unwrap();
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("plugin liar is quarantined for another"),
+        "{message}"
+    );
+    let notes = server
+        .request("resources/read", json!({ "uri": "notes://notes/welcome" }))
+        .await
+        .unwrap();
+    assert!(
+        notes["result"]["contents"][0]["text"].is_string(),
+        "{notes}"
+    );
+
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let back = server
+        .request("resources/read", json!({ "uri": "liar://honest" }))
+        .await
+        .unwrap();
+    assert_eq!(back["result"]["contents"][0]["text"], "a lie", "{back}");
+    let stderr = server.stop().await.unwrap();
+    assert!(
+        stderr.contains("plugin quarantined for 1000 ms after 3 faults in a row"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn calls_beyond_the_concurrency_limit_wait_their_turn() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\nconcurrent_calls = 1\n");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let started = std::time::Instant::now();
+    let first = server
+        .send("resources/read", json!({ "uri": "liar://sleep" }))
+        .await
+        .unwrap();
+    let second = server
+        .send("resources/read", json!({ "uri": "liar://sleep" }))
+        .await
+        .unwrap();
+    for id in [first, second] {
+        let response = server.response(id).await.unwrap();
+        assert_eq!(
+            response["result"]["contents"][0]["uri"], "liar://sleep",
+            "{response}"
+        );
+    }
+    // Two 300 ms calls through one slot cannot finish sooner than one after
+    // the other.
+    assert!(started.elapsed() >= std::time::Duration::from_millis(600));
+    server.stop().await.unwrap();
+}

@@ -1,12 +1,15 @@
-//! The limits one plugin runs under: memory, time and answer size.
+//! The limits one plugin runs under: memory, tables, time, concurrency and
+//! answer size.
 //!
-//! The runtime applies memory and time to every call; the namespace applies the
-//! size limits to every answer before it reaches a client.
+//! The runtime applies memory, tables (through [`StoreLimiter`]), time and
+//! concurrency to every call; the namespace applies the size limits to every
+//! answer before it reaches a client.
 
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 use serde::Deserialize;
+use wasmtime::ResourceLimiter;
 
 /// The `[limits]` section of a manifest; every field has a default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -14,8 +17,13 @@ use serde::Deserialize;
 pub struct Limits {
     /// Linear memory a plugin instance may grow to, in MiB.
     pub memory_mib: u64,
+    /// Elements one table of an instance may grow to.
+    pub table_elements: u64,
     /// Wall-clock time one call may take, in milliseconds.
     pub timeout_ms: u64,
+    /// Calls to the plugin that may run at once; more wait, within their
+    /// time limit.
+    pub concurrent_calls: u32,
     /// Total bytes of all contents of one read.
     pub max_read_bytes: u64,
     /// Entries on one page of a listing.
@@ -26,7 +34,9 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             memory_mib: 256,
+            table_elements: 200_000,
             timeout_ms: 10_000,
+            concurrent_calls: 8,
             max_read_bytes: 16 * 1024 * 1024,
             max_page_entries: 1_000,
         }
@@ -36,8 +46,13 @@ impl Default for Limits {
 impl Limits {
     /// Rejects limits that could never let a call succeed.
     pub fn validate(&self) -> Result<()> {
-        if self.memory_mib == 0 || self.timeout_ms == 0 || self.max_page_entries == 0 {
-            bail!("limits memory_mib, timeout_ms and max_page_entries must be above zero");
+        if self.memory_mib == 0
+            || self.table_elements == 0
+            || self.timeout_ms == 0
+            || self.concurrent_calls == 0
+            || self.max_page_entries == 0
+        {
+            bail!("every limit must be above zero");
         }
         Ok(())
     }
@@ -48,5 +63,65 @@ impl Limits {
 
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms)
+    }
+
+    /// A limiter for one new store.
+    pub fn limiter(&self) -> StoreLimiter {
+        StoreLimiter {
+            memory_bytes: self.memory_bytes(),
+            table_elements: usize::try_from(self.table_elements).unwrap_or(usize::MAX),
+            exceeded: None,
+        }
+    }
+}
+
+/// Refuses memory and table growth past the limits, and remembers which limit
+/// stopped a call so its error can name it.
+#[derive(Debug)]
+pub struct StoreLimiter {
+    memory_bytes: usize,
+    table_elements: usize,
+    exceeded: Option<Exceeded>,
+}
+
+/// A limit a plugin's growth ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exceeded {
+    Memory,
+    Table,
+}
+
+impl StoreLimiter {
+    /// The limit a growth request ran into, if any.
+    pub fn exceeded(&self) -> Option<Exceeded> {
+        self.exceeded
+    }
+}
+
+impl ResourceLimiter for StoreLimiter {
+    fn memory_growing(
+        &mut self,
+        _: usize,
+        desired: usize,
+        _: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.memory_bytes;
+        if !allowed {
+            self.exceeded = Some(Exceeded::Memory);
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _: usize,
+        desired: usize,
+        _: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.table_elements;
+        if !allowed {
+            self.exceeded = Some(Exceeded::Table);
+        }
+        Ok(allowed)
     }
 }

@@ -7,6 +7,7 @@
 
 mod bindings;
 mod cache;
+mod health;
 mod output;
 mod plugin;
 

@@ -1,23 +1,30 @@
-//! One loaded plugin and the path of every call into it: a fresh store and
-//! instance under the plugin's policy, `init` with the operator's config, the
-//! call itself, all within the time limit. A store is never reused, so a trap
-//! or a cancelled call leaves nothing behind.
+//! One loaded plugin and the path of every call into it: a slot among the
+//! plugin's concurrent calls, a fresh store and instance under its policy,
+//! `init` with the operator's config, the call itself, all within the time
+//! limit. A store is never reused, so a trap or a cancelled call leaves
+//! nothing behind. Faults are counted, and a plugin that keeps faulting is
+//! quarantined.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use std::time::Instant;
 use wasmtime::component::ResourceTable;
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, Trap};
+
+use tokio::sync::Semaphore;
+use wasmtime::{Store, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Guest, PluginInfo, PluginPre};
+use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
 use super::output::PluginOutput;
 use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
     ResourceEntry, TemplateEntry,
 };
 use crate::policy::Policy;
+use crate::policy::limits::{Exceeded, StoreLimiter};
 use crate::policy::network::HttpPolicy;
 
 /// The host state of one plugin instance.
@@ -26,7 +33,7 @@ pub struct PluginState {
     http: WasiHttpCtx,
     http_policy: HttpPolicy,
     table: ResourceTable,
-    limits: StoreLimits,
+    limiter: StoreLimiter,
 }
 
 impl WasiView for PluginState {
@@ -54,6 +61,8 @@ pub struct WasmPlugin {
     pre: PluginPre<PluginState>,
     policy: Policy,
     config: Vec<(String, String)>,
+    call_slots: Semaphore,
+    health: Health,
 }
 
 type CallResult<T> = wasmtime::Result<Result<T, super::bindings::resmux::provider::types::Error>>;
@@ -65,11 +74,14 @@ impl WasmPlugin {
         policy: Policy,
         config: Vec<(String, String)>,
     ) -> Self {
+        let call_slots = Semaphore::new(policy.limits.concurrent_calls as usize);
         Self {
             name,
             pre,
             policy,
             config,
+            call_slots,
+            health: Health::default(),
         }
     }
 
@@ -106,9 +118,6 @@ impl WasmPlugin {
         self.policy.configure(&mut wasi).map_err(|error| {
             ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
         })?;
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(self.policy.limits.memory_bytes())
-            .build();
         let mut store = Store::new(
             self.pre.engine(),
             PluginState {
@@ -116,68 +125,121 @@ impl WasmPlugin {
                 http: WasiHttpCtx::new(),
                 http_policy: HttpPolicy,
                 table: ResourceTable::new(),
-                limits,
+                limiter: self.policy.limits.limiter(),
             },
         );
-        store.limiter(|state| &mut state.limits);
+        store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(1);
         store.epoch_deadline_async_yield_and_update(1);
         Ok(store)
     }
 
-    /// Runs one call on a fresh instance, `init` first when `init` is set.
+    /// Runs one call on a fresh instance, `init` first when `init` is set:
+    /// refused at once while the plugin is quarantined, queued while all its
+    /// call slots are taken, and bounded by its time limit throughout.
     async fn run<T>(
         &self,
         operation: &'static str,
         init: bool,
         call: impl AsyncFnOnce(&mut Store<PluginState>, &Guest) -> CallResult<T>,
     ) -> Result<T, ProviderError> {
-        let work = async {
-            let mut store = self.new_store()?;
-            let plugin = self
-                .pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(|error| self.fault(operation, error))?;
-            let guest = plugin.resmux_provider_provider();
-            if init {
-                guest
-                    .call_init(&mut store, &self.config)
-                    .await
-                    .map_err(|error| self.fault("init", error))?
-                    .map_err(|error| {
-                        ProviderError::Unavailable(format!(
-                            "plugin {} failed to start: {}",
-                            self.name,
-                            ProviderError::from(error)
-                        ))
-                    })?;
-            }
-            call(&mut store, guest)
-                .await
-                .map_err(|error| self.fault(operation, error))?
-                .map_err(ProviderError::from)
-        };
+        if let Some(left) = self.health.quarantine_left() {
+            return Err(ProviderError::Unavailable(format!(
+                "plugin {} is quarantined for another {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
+                self.name,
+                left.as_millis()
+            )));
+        }
         let timeout = self.policy.limits.timeout();
-        tokio::time::timeout(timeout, work)
+        let started = Instant::now();
+        let Ok(slot) = tokio::time::timeout(timeout, self.call_slots.acquire()).await else {
+            return Err(ProviderError::Unavailable(format!(
+                "plugin {} is busy: its {} call slots stayed taken for {} ms",
+                self.name,
+                self.policy.limits.concurrent_calls,
+                timeout.as_millis()
+            )));
+        };
+        let _slot = slot.expect("the call semaphore is never closed");
+        let left = timeout.saturating_sub(started.elapsed());
+        let outcome = tokio::time::timeout(left, self.call_fresh(operation, init, call))
             .await
             .unwrap_or_else(|_| {
-                let message = format!(
+                Err(ProviderError::Fault(format!(
                     "plugin {} exceeded its time limit of {} ms in {operation}",
                     self.name,
                     timeout.as_millis()
-                );
+                )))
+            });
+        match &outcome {
+            Err(ProviderError::Fault(message)) => {
                 tracing::warn!(plugin = %self.name, operation, "{message}");
-                Err(ProviderError::Fault(message))
-            })
+                if let Some(backoff) = self.health.record_fault() {
+                    tracing::error!(
+                        plugin = %self.name,
+                        "plugin quarantined for {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
+                        backoff.as_millis()
+                    );
+                }
+            }
+            _ => self.health.record_success(),
+        }
+        outcome
     }
 
-    fn fault(&self, operation: &str, error: wasmtime::Error) -> ProviderError {
-        let message = match error.downcast_ref::<Trap>() {
-            Some(trap) => format!("plugin {} trapped in {operation}: {trap}", self.name),
-            None => format!("plugin {} failed in {operation}: {error:#}", self.name),
+    async fn call_fresh<T>(
+        &self,
+        operation: &'static str,
+        init: bool,
+        call: impl AsyncFnOnce(&mut Store<PluginState>, &Guest) -> CallResult<T>,
+    ) -> Result<T, ProviderError> {
+        let mut store = self.new_store()?;
+        let plugin = match self.pre.instantiate_async(&mut store).await {
+            Ok(plugin) => plugin,
+            Err(error) => return Err(self.fault(operation, &store, error)),
         };
-        tracing::warn!(plugin = %self.name, operation, "{message}");
+        let guest = plugin.resmux_provider_provider();
+        if init {
+            match guest.call_init(&mut store, &self.config).await {
+                Err(error) => return Err(self.fault("init", &store, error)),
+                Ok(Err(error)) => {
+                    return Err(ProviderError::Unavailable(format!(
+                        "plugin {} failed to start: {}",
+                        self.name,
+                        ProviderError::from(error)
+                    )));
+                }
+                Ok(Ok(())) => {}
+            }
+        }
+        match call(&mut store, guest).await {
+            Ok(answer) => answer.map_err(ProviderError::from),
+            Err(error) => Err(self.fault(operation, &store, error)),
+        }
+    }
+
+    /// Describes a failed call, naming the limit it ran into if it ran into one.
+    fn fault(
+        &self,
+        operation: &str,
+        store: &Store<PluginState>,
+        error: wasmtime::Error,
+    ) -> ProviderError {
+        let limits = &self.policy.limits;
+        let message = match store.data().limiter.exceeded() {
+            Some(Exceeded::Memory) => format!(
+                "plugin {} exceeded its memory limit of {} MiB in {operation}",
+                self.name, limits.memory_mib
+            ),
+            Some(Exceeded::Table) => format!(
+                "plugin {} exceeded its table limit of {} elements in {operation}",
+                self.name, limits.table_elements
+            ),
+            None => match error.downcast_ref::<Trap>() {
+                Some(trap) => format!("plugin {} trapped in {operation}: {trap}", self.name),
+                None => format!("plugin {} failed in {operation}: {error:#}", self.name),
+            },
+        };
         ProviderError::Fault(message)
     }
 }

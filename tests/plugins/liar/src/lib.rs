@@ -2,7 +2,8 @@
 //! entries that are fine and some that are not, and answers reads with URIs in
 //! another plugin's scheme, malformed MIME types or no contents at all, and
 //! prints to stdout and stderr, tries outgoing HTTP, files and environment
-//! variables it was not granted, spins forever and panics. The host must pass on only what is valid, and
+//! variables it was not granted, spins, sleeps, hoards memory, recurses
+//! without end and panics. The host must pass on only what is valid, and
 //! keep what it prints out of the protocol stream and its requests off the
 //! network.
 
@@ -98,6 +99,15 @@ impl Guest for Liar {
                 std::hint::black_box(());
             },
             "panic" => panic!("the liar panics"),
+            "hog" => {
+                let hoard = vec![1u8; 1 << 30];
+                vec![content(&format!("hog {}", hoard.len()), "text/plain")]
+            }
+            "recurse" => vec![content(&format!("depth {}", recurse(0)), "text/plain")],
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                vec![content("sleep", "text/plain")]
+            }
             "fetch" => {
                 let mut answer = content("fetch", "text/plain");
                 answer.body = Body::Text(fetch_loopback());
@@ -122,6 +132,14 @@ impl Guest for Liar {
     fn changes(_since: Option<String>) -> Result<ChangeReport, Error> {
         Err(Error::Unavailable("the liar never reports changes".into()))
     }
+}
+
+/// Recurses until the stack runs out, long before `depth` could reach its end.
+fn recurse(depth: u64) -> u64 {
+    if depth == u64::MAX {
+        return depth;
+    }
+    std::hint::black_box(recurse(std::hint::black_box(depth + 1))) + 1
 }
 
 /// Tries to reach outside the sandbox, for `open/PATH`, `write/PATH` and
