@@ -187,6 +187,8 @@ pub fn mcp_error<T: std::fmt::Debug>(result: Result<T, ServiceError>) -> ErrorDa
 /// `resmux serve` driven with raw JSON-RPC lines, for checks on the wire.
 pub struct RawServer {
     child: Child,
+    /// Drains stderr as it comes, so the server never blocks on a full pipe.
+    stderr: tokio::task::JoinHandle<std::io::Result<String>>,
     stdin: ChildStdin,
     stdout: Lines<BufReader<ChildStdout>>,
     next_id: u64,
@@ -212,8 +214,14 @@ impl RawServer {
             .with_context(|| format!("cannot start {}", resmux_bin().display()))?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        let mut pipe = child.stderr.take().expect("stderr is piped");
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            pipe.read_to_string(&mut text).await.map(|_| text)
+        });
         Ok(Self {
             child,
+            stderr,
             stdin,
             stdout,
             next_id: 1,
@@ -324,10 +332,7 @@ impl RawServer {
         if !rest.trim().is_empty() {
             bail!("stdout carried trailing output: {rest:?}");
         }
-        let mut stderr = String::new();
-        if let Some(mut pipe) = self.child.stderr.take() {
-            pipe.read_to_string(&mut stderr).await?;
-        }
+        let stderr = self.stderr.await??;
         if !status.success() {
             bail!("the server exited with {status}: {stderr}");
         }

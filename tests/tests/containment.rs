@@ -368,3 +368,66 @@ async fn calls_beyond_the_concurrency_limit_wait_their_turn() {
     assert!(started.elapsed() >= std::time::Duration::from_millis(600));
     server.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn cpu_time_counts_only_the_plugins_own_running_code() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ncpu_ms = 200\ntimeout_ms = 5000\n")
+        .plugin("sleeper", "liar")
+        .manifest("sleeper", "[limits]\ncpu_ms = 50\n");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let spin = server
+        .request("resources/read", json!({ "uri": "liar://spin" }))
+        .await
+        .unwrap();
+    let message = spin["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("plugin liar exceeded its CPU time limit of 200 ms in read"),
+        "{message}"
+    );
+    let slept = server
+        .request("resources/read", json!({ "uri": "sleeper://sleep" }))
+        .await
+        .unwrap();
+    assert_eq!(
+        slept["result"]["contents"][0]["uri"], "sleeper://sleep",
+        "{slept}"
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_flood_of_output_is_capped_and_never_touches_the_protocol() {
+    let folder = Folder::new();
+    folder.plugin("liar", "liar");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    // 10 MiB on each stream; every line of stdout must still be JSON-RPC.
+    let flood = server
+        .request("resources/read", json!({ "uri": "liar://flood" }))
+        .await
+        .unwrap();
+    assert_eq!(
+        flood["result"]["contents"][0]["uri"], "liar://flood",
+        "{flood}"
+    );
+    let honest = server
+        .request("resources/read", json!({ "uri": "liar://honest" }))
+        .await
+        .unwrap();
+    assert_eq!(honest["result"]["contents"][0]["text"], "a lie");
+    let stderr = server.stop().await.unwrap();
+    let logged = stderr
+        .lines()
+        .filter(|line| line.contains("xxxxxxxx"))
+        .count();
+    assert!(logged <= 2 * 65, "{logged} flood lines reached the log");
+    assert!(
+        stderr.contains("dropped 10420224 bytes of output past the 65536-byte limit of one call"),
+        "{}",
+        &stderr[stderr.len().saturating_sub(2000)..]
+    );
+}

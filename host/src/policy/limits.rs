@@ -19,6 +19,9 @@ pub struct Limits {
     pub memory_mib: u64,
     /// Elements one table of an instance may grow to.
     pub table_elements: u64,
+    /// Time one call may spend running the plugin's own code, in
+    /// milliseconds (waiting on the host does not count).
+    pub cpu_ms: u64,
     /// Wall-clock time one call may take, in milliseconds.
     pub timeout_ms: u64,
     /// Calls to the plugin that may run at once; more wait, within their
@@ -35,6 +38,7 @@ impl Default for Limits {
         Self {
             memory_mib: 256,
             table_elements: 200_000,
+            cpu_ms: 5_000,
             timeout_ms: 10_000,
             concurrent_calls: 8,
             max_read_bytes: 16 * 1024 * 1024,
@@ -48,6 +52,7 @@ impl Limits {
     pub fn validate(&self) -> Result<()> {
         if self.memory_mib == 0
             || self.table_elements == 0
+            || self.cpu_ms == 0
             || self.timeout_ms == 0
             || self.concurrent_calls == 0
             || self.max_page_entries == 0
@@ -65,36 +70,56 @@ impl Limits {
         Duration::from_millis(self.timeout_ms)
     }
 
-    /// A limiter for one new store.
-    pub fn limiter(&self) -> StoreLimiter {
+    /// A limiter for one new store whose running code is sampled every `tick`.
+    pub fn limiter(&self, tick: Duration) -> StoreLimiter {
+        let tick_ms = u64::try_from(tick.as_millis()).unwrap_or(u64::MAX).max(1);
         StoreLimiter {
             memory_bytes: self.memory_bytes(),
             table_elements: usize::try_from(self.table_elements).unwrap_or(usize::MAX),
+            cpu_ticks_left: self.cpu_ms.div_ceil(tick_ms),
             exceeded: None,
         }
     }
 }
 
-/// Refuses memory and table growth past the limits, and remembers which limit
-/// stopped a call so its error can name it.
+/// Refuses memory and table growth past the limits, counts the ticks a call
+/// spends in the plugin's code, and remembers which limit stopped a call so
+/// its error can name it.
 #[derive(Debug)]
 pub struct StoreLimiter {
     memory_bytes: usize,
     table_elements: usize,
+    cpu_ticks_left: u64,
     exceeded: Option<Exceeded>,
 }
 
-/// A limit a plugin's growth ran into.
+/// A limit a call ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exceeded {
     Memory,
     Table,
+    Cpu,
 }
 
 impl StoreLimiter {
-    /// The limit a growth request ran into, if any.
+    /// The limit the call ran into, if any.
     pub fn exceeded(&self) -> Option<Exceeded> {
         self.exceeded
+    }
+
+    /// Counts one tick of the plugin's code running; false once the CPU
+    /// budget is spent.
+    pub fn tick(&mut self) -> bool {
+        match self.cpu_ticks_left.checked_sub(1) {
+            Some(left) => {
+                self.cpu_ticks_left = left;
+                true
+            }
+            None => {
+                self.exceeded = Some(Exceeded::Cpu);
+                false
+            }
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! What a plugin prints: its stdout and stderr become log lines tagged with the
-//! plugin's name, never bytes on the host's own streams.
+//! plugin's name, never bytes on the host's own streams. Each stream of each
+//! call logs at most [`MAX_LOGGED`] bytes, so a plugin cannot flood the log;
+//! the rest is counted and dropped.
 
 use std::io;
 use std::pin::Pin;
@@ -11,6 +13,8 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
 /// The longest line logged as one event; longer output is split.
 const MAX_LINE: usize = 4096;
+/// Bytes of one stream of one call that reach the log.
+pub const MAX_LOGGED: usize = 64 * 1024;
 
 /// One of a plugin's output streams.
 #[derive(Clone)]
@@ -46,14 +50,18 @@ impl StdoutStream for PluginOutput {
         Box::new(LineLogger {
             output: self.clone(),
             pending: Vec::new(),
+            logged: 0,
+            dropped: 0,
         })
     }
 }
 
-/// Collects bytes into lines and logs each complete one.
+/// Collects bytes into lines and logs each complete one, up to the cap.
 struct LineLogger {
     output: PluginOutput,
     pending: Vec<u8>,
+    logged: usize,
+    dropped: usize,
 }
 
 impl LineLogger {
@@ -86,7 +94,11 @@ impl AsyncWrite for LineLogger {
         _: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.pending.extend_from_slice(buf);
+        let room = MAX_LOGGED - self.logged;
+        let kept = buf.len().min(room);
+        self.logged += kept;
+        self.dropped += buf.len() - kept;
+        self.pending.extend_from_slice(&buf[..kept]);
         self.emit_complete_lines();
         Poll::Ready(Ok(buf.len()))
     }
@@ -105,6 +117,15 @@ impl Drop for LineLogger {
         if !self.pending.is_empty() {
             let rest = std::mem::take(&mut self.pending);
             self.emit(&rest);
+        }
+        if self.dropped > 0 {
+            tracing::warn!(
+                target: "resmux::plugin",
+                plugin = %self.output.plugin,
+                stream = self.output.stream,
+                "dropped {} bytes of output past the {MAX_LOGGED}-byte limit of one call",
+                self.dropped
+            );
         }
     }
 }

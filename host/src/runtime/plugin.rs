@@ -12,10 +12,11 @@ use std::time::Instant;
 use wasmtime::component::ResourceTable;
 
 use tokio::sync::Semaphore;
-use wasmtime::{Store, Trap};
+use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::EPOCH_TICK;
 use super::bindings::{Guest, PluginInfo, PluginPre};
 use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
 use super::output::PluginOutput;
@@ -125,12 +126,21 @@ impl WasmPlugin {
                 http: WasiHttpCtx::new(),
                 http_policy: HttpPolicy,
                 table: ResourceTable::new(),
-                limiter: self.policy.limits.limiter(),
+                limiter: self.policy.limits.limiter(EPOCH_TICK),
             },
         );
         store.limiter(|state| &mut state.limiter);
+        // The deadline falls due only while the plugin's code runs: each tick
+        // there is charged to its CPU budget, then the call yields so the
+        // runtime stays responsive and the wall-clock limit can act.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_async_yield_and_update(1);
+        store.epoch_deadline_callback(|mut context| {
+            if context.data_mut().limiter.tick() {
+                Ok(UpdateDeadline::Yield(1))
+            } else {
+                Err(wasmtime::Error::msg("CPU time limit reached"))
+            }
+        });
         Ok(store)
     }
 
@@ -234,6 +244,10 @@ impl WasmPlugin {
             Some(Exceeded::Table) => format!(
                 "plugin {} exceeded its table limit of {} elements in {operation}",
                 self.name, limits.table_elements
+            ),
+            Some(Exceeded::Cpu) => format!(
+                "plugin {} exceeded its CPU time limit of {} ms in {operation}",
+                self.name, limits.cpu_ms
             ),
             None => match error.downcast_ref::<Trap>() {
                 Some(trap) => format!("plugin {} trapped in {operation}: {trap}", self.name),

@@ -2,8 +2,8 @@
 //! entries that are fine and some that are not, and answers reads with URIs in
 //! another plugin's scheme, malformed MIME types or no contents at all, and
 //! prints to stdout and stderr, tries outgoing HTTP, files and environment
-//! variables it was not granted, spins, sleeps, hoards memory, recurses
-//! without end and panics. The host must pass on only what is valid, and
+//! variables it was not granted, floods its output, spins, sleeps, hoards
+//! memory, recurses without end and panics. The host must pass on only what is valid, and
 //! keep what it prints out of the protocol stream and its requests off the
 //! network.
 
@@ -104,6 +104,14 @@ impl Guest for Liar {
                 vec![content(&format!("hog {}", hoard.len()), "text/plain")]
             }
             "recurse" => vec![content(&format!("depth {}", recurse(0)), "text/plain")],
+            "flood" => {
+                let line = "x".repeat(1023);
+                for _ in 0..10 * 1024 {
+                    println!("{line}");
+                    eprintln!("{line}");
+                }
+                vec![content("flood", "text/plain")]
+            }
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_millis(300));
                 vec![content("sleep", "text/plain")]
