@@ -5,7 +5,9 @@
 //! present. A `NAME.toml` without a `NAME.wasm` mounts the component its
 //! `component` key names, so one component can serve under two schemes. A
 //! plugin that cannot be loaded is reported and skipped; two plugins claiming
-//! one scheme are both refused, so neither wins silently.
+//! one scheme are both refused, so neither wins silently. Under [`Rules`] an
+//! operator can cap what any manifest may grant and, in locked mode, demand a
+//! digest pin on every plugin and refuse to start on any error.
 
 pub mod manifest;
 
@@ -20,7 +22,17 @@ use cap_std::fs::Dir;
 pub use manifest::Manifest;
 
 use crate::namespace::{Namespace, uri};
+use crate::policy::Ceiling;
 use crate::runtime::{Origin, Runtime, WasmPlugin};
+
+/// How strictly a folder is loaded.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    /// Every plugin must pin its `sha256`, and any failure stops the load.
+    pub locked: bool,
+    /// What any manifest may grant at most.
+    pub ceiling: Option<Ceiling>,
+}
 
 /// A plugin the folder declares, before it is loaded.
 #[derive(Debug, Clone)]
@@ -174,7 +186,10 @@ fn refuse_shared_schemes(entries: &mut Vec<Entry>, failures: &mut Vec<Failure>) 
 }
 
 /// Compiles, links and starts one entry's plugin.
-pub async fn load(runtime: &Runtime, entry: Entry) -> Result<Loaded> {
+pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Loaded> {
+    if rules.locked && entry.manifest.sha256.is_none() {
+        bail!("locked mode requires a sha256 pin in its manifest");
+    }
     let bytes = std::fs::read(&entry.component)
         .with_context(|| format!("cannot read {}", entry.component.display()))?;
     let compiler = runtime.clone();
@@ -195,6 +210,9 @@ pub async fn load(runtime: &Runtime, entry: Entry) -> Result<Loaded> {
         .and_then(Path::parent)
         .unwrap_or(Path::new("."));
     let policy = entry.manifest.policy(manifest_dir)?;
+    if let Some(ceiling) = &rules.ceiling {
+        ceiling.check(&policy, manifest_dir)?;
+    }
     let config = entry.manifest.config_pairs()?;
     let plugin = runtime.plugin(&entry.scheme, &compiled.component, policy, config)?;
     plugin.start().await?;
@@ -213,13 +231,14 @@ pub async fn load(runtime: &Runtime, entry: Entry) -> Result<Loaded> {
     })
 }
 
-/// Loads every plugin of `folder`; plugins that fail are reported, not fatal.
-pub async fn load_folder(runtime: &Runtime, folder: &Path) -> Result<Loading> {
+/// Loads every plugin of `folder`. Plugins that fail are reported and
+/// skipped, except in locked mode, where any failure is an error.
+pub async fn load_folder(runtime: &Runtime, folder: &Path, rules: &Rules) -> Result<Loading> {
     let (entries, mut failures) = scan(folder)?;
     let mut loaded = Vec::new();
     for entry in entries {
         let declared_by = entry.declared_by.clone();
-        match load(runtime, entry).await {
+        match load(runtime, entry, rules).await {
             Ok(plugin) => loaded.push(plugin),
             Err(error) => failures.push(Failure { declared_by, error }),
         }
@@ -229,6 +248,13 @@ pub async fn load_folder(runtime: &Runtime, folder: &Path) -> Result<Loading> {
             plugin = %failure.declared_by.display(),
             "plugin not loaded: {:#}",
             failure.error
+        );
+    }
+    if rules.locked && !failures.is_empty() {
+        bail!(
+            "locked mode refuses to start: {} plugin(s) of {} failed to load (see above)",
+            failures.len(),
+            folder.display()
         );
     }
     Ok(Loading { loaded, failures })

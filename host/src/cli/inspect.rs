@@ -8,9 +8,14 @@ use anyhow::{Context, Result, bail};
 
 use super::CacheArgs;
 use resmux::catalog::Manifest;
-use resmux::policy::{EnvSource, Policy};
+use resmux::policy::{Ceiling, EnvSource, Policy};
 
-pub async fn inspect(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs) -> Result<()> {
+pub async fn inspect(
+    component: &Path,
+    manifest: Option<PathBuf>,
+    ceiling: Option<&Path>,
+    cache: CacheArgs,
+) -> Result<()> {
     let manifest_path = manifest.or_else(|| {
         let beside = component.with_extension("toml");
         beside.exists().then_some(beside)
@@ -92,11 +97,26 @@ pub async fn inspect(component: &Path, manifest: Option<PathBuf>, cache: CacheAr
         };
         writeln!(out, "env        {} (from {source})", grant.name)?;
     }
+    if let Some(path) = ceiling {
+        match Ceiling::read(path)?.check(&policy, manifest_dir) {
+            Ok(()) => writeln!(out, "ceiling    {} allows every grant", path.display())?,
+            Err(refusal) => writeln!(out, "ceiling    REFUSED by {}: {refusal:#}", path.display())?,
+        }
+    }
     let limits = policy.limits;
     writeln!(
         out,
-        "limits     memory {} MiB, {} ms per call, {} bytes per read, {} entries per page",
-        limits.memory_mib, limits.timeout_ms, limits.max_read_bytes, limits.max_page_entries
+        "limits     memory {} MiB, tables {} elements, CPU {} ms and wall clock {} ms per call, {} calls at once",
+        limits.memory_mib,
+        limits.table_elements,
+        limits.cpu_ms,
+        limits.timeout_ms,
+        limits.concurrent_calls
+    )?;
+    writeln!(
+        out,
+        "answers    {} bytes per read, {} entries per page",
+        limits.max_read_bytes, limits.max_page_entries
     )?;
     let plugin = runtime
         .plugin(

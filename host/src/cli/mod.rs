@@ -16,6 +16,7 @@ use tracing_subscriber::EnvFilter;
 
 use resmux::catalog;
 use resmux::namespace::Namespace;
+use resmux::policy::Ceiling;
 use resmux::protocol::ResmuxServer;
 use resmux::runtime::{CompileCache, Runtime};
 
@@ -70,6 +71,9 @@ pub enum Command {
         /// Its manifest (default: the `.toml` beside it, if any).
         #[arg(long)]
         manifest: Option<PathBuf>,
+        /// An operator policy file to check the manifest's grants against.
+        #[arg(long, env = "RESMUX_POLICY")]
+        policy: Option<PathBuf>,
         #[command(flatten)]
         cache: CacheArgs,
     },
@@ -85,6 +89,29 @@ pub struct FolderArgs {
     page_size: u32,
     #[command(flatten)]
     cache: CacheArgs,
+    #[command(flatten)]
+    rules: RulesArgs,
+}
+
+#[derive(ClapArgs)]
+pub struct RulesArgs {
+    /// An operator policy file: the directories, host variables and secret
+    /// files any manifest may grant at most.
+    #[arg(long, env = "RESMUX_POLICY")]
+    policy: Option<PathBuf>,
+    /// Require a sha256 pin in every manifest and refuse to start on any
+    /// plugin or configuration error instead of serving the rest.
+    #[arg(long)]
+    locked: bool,
+}
+
+impl RulesArgs {
+    fn rules(&self) -> Result<catalog::Rules> {
+        Ok(catalog::Rules {
+            locked: self.locked,
+            ceiling: self.policy.as_deref().map(Ceiling::read).transpose()?,
+        })
+    }
 }
 
 #[derive(ClapArgs)]
@@ -146,14 +173,16 @@ pub async fn run(command: Command) -> Result<()> {
         Command::Inspect {
             component,
             manifest,
+            policy,
             cache,
-        } => inspect::inspect(&component, manifest, cache).await,
+        } => inspect::inspect(&component, manifest, policy.as_deref(), cache).await,
     }
 }
 
 async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
     let runtime = folder.cache.runtime()?;
-    let loading = catalog::load_folder(&runtime, &folder.plugins).await?;
+    let rules = folder.rules.rules()?;
+    let loading = catalog::load_folder(&runtime, &folder.plugins, &rules).await?;
     let mut namespace = Namespace::new(folder.page_size as usize);
     loading.mount_into(&mut namespace)?;
     if loading.loaded.is_empty() {

@@ -6,6 +6,7 @@
 //! of a new instance. Limits are read by the runtime on every call. A new WASI
 //! context inherits no variable, argument or standard input from the host.
 
+pub mod ceiling;
 pub mod environment;
 pub mod files;
 pub mod limits;
@@ -17,6 +18,7 @@ use std::path::Path;
 use anyhow::Result;
 use wasmtime_wasi::WasiCtxBuilder;
 
+pub use ceiling::Ceiling;
 pub use environment::{EnvGrant, Source as EnvSource};
 pub use files::FileGrant;
 pub use limits::Limits;
