@@ -23,7 +23,7 @@ pub use manifest::Manifest;
 
 use crate::namespace::{Namespace, uri};
 use crate::policy::Ceiling;
-use crate::runtime::{Origin, Runtime, WasmPlugin};
+use crate::runtime::{Runtime, WasmPlugin};
 
 /// How strictly a folder is loaded.
 #[derive(Debug, Clone, Default)]
@@ -50,8 +50,6 @@ pub struct Entry {
 pub struct Loaded {
     pub entry: Entry,
     pub plugin: Arc<WasmPlugin>,
-    pub digest: String,
-    pub origin: Origin,
 }
 
 /// A plugin that did not load, and why.
@@ -219,6 +217,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     tracing::info!(
         scheme = entry.scheme,
         component = %entry.component.display(),
+        sha256 = compiled.digest,
         origin = ?compiled.origin,
         elapsed_ms = compiled.elapsed.as_millis() as u64,
         "plugin loaded"
@@ -226,8 +225,6 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     Ok(Loaded {
         entry,
         plugin: Arc::new(plugin),
-        digest: compiled.digest,
-        origin: compiled.origin,
     })
 }
 

@@ -394,17 +394,15 @@ impl Namespace {
                 })
             } else {
                 match page.next_cursor {
-                    Some(inner) if page_length > 0 || position.inner.as_ref() != Some(&inner) => {
-                        Some(Position {
-                            inner: Some(inner),
-                            skip: 0,
-                            ..position
-                        })
-                    }
+                    Some(inner) if position.inner.as_ref() != Some(&inner) => Some(Position {
+                        inner: Some(inner),
+                        skip: 0,
+                        ..position
+                    }),
                     Some(_) => {
                         tracing::warn!(
                             scheme,
-                            "listing stopped a plugin that returned an empty page with the same cursor"
+                            "listing stopped a plugin that handed back the cursor it was given"
                         );
                         self.after(listing, scheme)
                     }

@@ -6,12 +6,11 @@
 //! quarantined.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
-use std::time::Instant;
-use wasmtime::component::ResourceTable;
-
 use tokio::sync::Semaphore;
+use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -84,10 +83,6 @@ impl WasmPlugin {
             call_slots,
             health: Health::default(),
         }
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     pub fn policy(&self) -> &Policy {

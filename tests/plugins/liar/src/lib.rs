@@ -41,7 +41,16 @@ impl Guest for Liar {
         Ok(())
     }
 
-    fn list(_cursor: Option<String>) -> Result<ResourcePage, Error> {
+    fn list(cursor: Option<String>) -> Result<ResourcePage, Error> {
+        // After the first page, every page is the same and hands back the
+        // cursor it was given: a listing that never ends.
+        if cursor.is_some() {
+            return Ok(ResourcePage {
+                resources: vec![resource("again", None)],
+                next_cursor: cursor,
+                cache: None,
+            });
+        }
         Ok(ResourcePage {
             resources: vec![
                 resource("honest", None),
@@ -49,7 +58,7 @@ impl Guest for Liar {
                 resource("bad-mime", Some("not a mime type")),
                 resource("with space", None),
             ],
-            next_cursor: None,
+            next_cursor: Some("forever".into()),
             cache: None,
         })
     }
