@@ -171,3 +171,41 @@ fn inspect_shows_interface_grants_and_self_description() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is not a loadable component"));
 }
+
+#[test]
+fn check_passes_a_good_plugin_and_names_what_a_bad_one_breaks() {
+    let folder = folder();
+    let good = resmux(&["check", folder.path().join("notes.wasm").to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&good.stdout);
+    assert!(good.status.success(), "{report}");
+    assert!(
+        report.contains("ok    list: 5 valid resources on 1 page(s)"),
+        "{report}"
+    );
+    assert!(report.ends_with("6 passed, 0 failed\n"), "{report}");
+
+    folder.plugin("liar", "liar");
+    let bad = resmux(&["check", folder.path().join("liar.wasm").to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&bad.stdout);
+    assert!(!bad.status.success());
+    assert!(
+        report.contains(
+            "FAIL  resource page 1: resource path \"test://static-text\" names a scheme of its own"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("FAIL  template page 1: path template \"broken/{id\""),
+        "{report}"
+    );
+    assert!(report.ends_with("4 passed, 2 failed\n"), "{report}");
+
+    let garbage = folder.path().join("data/hello.txt");
+    let refused = resmux(&["check", garbage.to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&refused.stdout);
+    assert!(!refused.status.success());
+    assert!(
+        report.starts_with("FAIL  not a loadable component"),
+        "{report}"
+    );
+}

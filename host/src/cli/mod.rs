@@ -1,7 +1,8 @@
 //! Command-line arguments, logging, and `resmux serve`; the other subcommands
-//! live in [`query`] and [`inspect`]. Output for people goes to stdout; logs
+//! live in [`query`], [`check`] and [`inspect`]. Output for people goes to stdout; logs
 //! go to stderr, and `serve` keeps stdout for protocol messages alone.
 
+mod check;
 mod inspect;
 mod query;
 
@@ -62,6 +63,17 @@ pub enum Command {
         /// The token an earlier `changes` printed (omit for the first report).
         #[arg(long)]
         since: Option<String>,
+    },
+    /// Check a plugin component against the contract: load it, start it, and
+    /// walk its listing and templates as the host would.
+    Check {
+        /// The component, e.g. `target/wasm32-wasip2/release/my_plugin.wasm`.
+        component: PathBuf,
+        /// Its manifest (default: the `.toml` beside it, if any).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Show a plugin component's interface, what it says about itself, and
     /// what its manifest grants.
@@ -170,6 +182,11 @@ pub async fn run(command: Command) -> Result<()> {
             scheme,
             since,
         } => query::changes(folder, &scheme, since).await,
+        Command::Check {
+            component,
+            manifest,
+            cache,
+        } => check::check(&component, manifest, cache).await,
         Command::Inspect {
             component,
             manifest,

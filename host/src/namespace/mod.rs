@@ -418,8 +418,9 @@ impl Namespace {
     }
 }
 
-/// An entry of a listing the namespace merges.
-trait Listable: Sized + Send {
+/// An entry of a listing the namespace merges; `resmux check` applies the
+/// same rules to a plugin's raw pages.
+pub trait Listable: Sized + Send {
     /// The entry once validated and given its scheme.
     type Admitted;
     const LISTING: Listing;

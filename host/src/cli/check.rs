@@ -1,0 +1,159 @@
+//! `resmux check`: the first command a plugin author runs. It checks a
+//! component against the contract and runs it the way the host will: load,
+//! start with the manifest's config, then every page of its listing and its
+//! templates through the rules the namespace applies to every answer.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::CacheArgs;
+use resmux::catalog::Manifest;
+use resmux::contract::{Provider, ProviderError};
+use resmux::namespace::Listable;
+use resmux::namespace::cursor::Listing;
+use resmux::runtime::WasmPlugin;
+
+/// Pages of a listing walked before the check gives up on it ending.
+const MAX_PAGES: usize = 1_000;
+
+/// Prints one line per check; fails when any check fails.
+pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs) -> Result<()> {
+    let mut report = Report::default();
+    let stem = component
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let manifest_path = manifest.or_else(|| {
+        let beside = component.with_extension("toml");
+        beside.exists().then_some(beside)
+    });
+    let manifest = match manifest_path.as_deref().map(Manifest::read).transpose() {
+        Ok(manifest) => manifest.unwrap_or_default(),
+        Err(error) => return report.fail(format!("{error:#}")),
+    };
+    let scheme = manifest.scheme.clone().unwrap_or(stem);
+    let bytes = match std::fs::read(component) {
+        Ok(bytes) => bytes,
+        Err(error) => return report.fail(format!("cannot read {}: {error}", component.display())),
+    };
+    let runtime = cache.runtime()?;
+    let compiled = match runtime.compile(&bytes) {
+        Ok(compiled) => compiled,
+        Err(error) => return report.fail(format!("not a loadable component: {error:#}")),
+    };
+    report.pass(format!(
+        "a component of {} bytes, sha256 {}",
+        bytes.len(),
+        compiled.digest
+    ));
+    let manifest_dir = manifest_path
+        .as_deref()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    let (policy, config) = match (manifest.policy(manifest_dir), manifest.config_pairs()) {
+        (Ok(policy), Ok(config)) => (policy, config),
+        (Err(error), _) | (_, Err(error)) => return report.fail(format!("manifest: {error:#}")),
+    };
+    let plugin = match runtime.plugin(&scheme, &compiled.component, policy, config) {
+        Ok(plugin) => plugin,
+        Err(error) => return report.fail(format!("{error:#}")),
+    };
+    report.pass("exports resmux:provider/provider@0.1.0 and imports only what resmux provides");
+    match plugin.about().await {
+        Ok(info) => report.pass(format!(
+            "about: {} {}: {}",
+            info.name, info.version, info.description
+        )),
+        Err(error) => report.record(Err(format!("about: {error}"))),
+    }
+    match plugin.start().await {
+        Ok(()) => report.pass("init accepts the manifest's config"),
+        Err(error) => return report.fail(format!("init: {error}")),
+    }
+    let resources = walk::<resmux::contract::ResourceEntry>(&plugin, &scheme).await;
+    report.record(
+        resources.map(|(count, pages)| format!("list: {count} valid resources on {pages} page(s)")),
+    );
+    let templates = walk::<resmux::contract::TemplateEntry>(&plugin, &scheme).await;
+    report
+        .record(templates.map(|(count, pages)| {
+            format!("templates: {count} valid templates on {pages} page(s)")
+        }));
+    report.finish()
+}
+
+/// Walks every page of one listing, admitting each entry as the namespace
+/// would; returns the entries and pages seen, or what was wrong.
+async fn walk<T: Listable>(plugin: &WasmPlugin, scheme: &str) -> Result<(usize, usize), String> {
+    let kind = match T::LISTING {
+        Listing::Resources => "resource",
+        Listing::Templates => "template",
+    };
+    let mut cursor = None;
+    let mut count = 0;
+    for pages in 1..=MAX_PAGES {
+        let page = T::fetch(plugin as &dyn Provider, cursor.clone())
+            .await
+            .map_err(|error: ProviderError| format!("{kind} page {pages}: {error}"))?;
+        for entry in page.items {
+            entry
+                .admit(scheme)
+                .map_err(|reason| format!("{kind} page {pages}: {reason}"))?;
+            count += 1;
+        }
+        match page.next_cursor {
+            Some(next) if Some(&next) == cursor.as_ref() => {
+                return Err(format!(
+                    "{kind} page {pages} hands back the cursor it was given"
+                ));
+            }
+            Some(next) => cursor = Some(next),
+            None => return Ok((count, pages)),
+        }
+    }
+    Err(format!(
+        "{kind} listing did not end within {MAX_PAGES} pages"
+    ))
+}
+
+#[derive(Default)]
+struct Report {
+    passed: usize,
+    failed: usize,
+}
+
+impl Report {
+    fn record(&mut self, outcome: Result<String, String>) {
+        let mut out = std::io::stdout().lock();
+        let _ = match outcome {
+            Ok(line) => {
+                self.passed += 1;
+                writeln!(out, "ok    {line}")
+            }
+            Err(line) => {
+                self.failed += 1;
+                writeln!(out, "FAIL  {line}")
+            }
+        };
+    }
+
+    fn pass(&mut self, line: impl Into<String>) {
+        self.record(Ok(line.into()));
+    }
+
+    /// Records a failure that ends the check.
+    fn fail(mut self, line: String) -> Result<()> {
+        self.record(Err(line));
+        self.finish()
+    }
+
+    fn finish(self) -> Result<()> {
+        println!("{} passed, {} failed", self.passed, self.failed);
+        if self.failed > 0 {
+            anyhow::bail!("the component does not meet the contract");
+        }
+        Ok(())
+    }
+}
