@@ -2,6 +2,7 @@
 //! components.
 //!
 //! Layers, each depending only on those below it:
+//! - [`transport`]: stdio and Streamable HTTP, and the checks of the wire;
 //! - [`protocol`]: MCP requests in, MCP results out (rmcp), era by era;
 //! - [`namespace`]: schemes to providers, merged pagination, routing, and the
 //!   validation of every answer;
@@ -16,3 +17,4 @@ pub mod namespace;
 pub mod policy;
 pub mod protocol;
 pub mod runtime;
+pub mod transport;

@@ -10,9 +10,8 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args as ClapArgs, Parser, Subcommand};
-use rmcp::ServiceExt;
 use tracing_subscriber::EnvFilter;
 
 use resmux::catalog;
@@ -20,6 +19,7 @@ use resmux::namespace::Namespace;
 use resmux::policy::Ceiling;
 use resmux::protocol::ResmuxServer;
 use resmux::runtime::{CompileCache, Runtime};
+use resmux::transport::{self, HttpOptions};
 
 /// resmux: an MCP server whose resources come from sandboxed WebAssembly plugins.
 ///
@@ -38,8 +38,24 @@ pub struct Args {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Serve the plugin folder over MCP on stdin/stdout.
-    Serve(FolderArgs),
+    /// Serve the plugin folder over MCP: on stdin/stdout, or over Streamable
+    /// HTTP at /mcp with --http.
+    Serve {
+        #[command(flatten)]
+        folder: FolderArgs,
+        /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8080)
+        /// instead of stdio.
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
+        /// A host name clients may use in `Host` besides loopback ones;
+        /// required to listen on a non-loopback address. Repeatable.
+        #[arg(long = "allow-host", requires = "http")]
+        allowed_hosts: Vec<String>,
+        /// A browser origin allowed besides loopback ones, e.g.
+        /// https://app.example.com:443. Repeatable.
+        #[arg(long = "allow-origin", requires = "http")]
+        allowed_origins: Vec<String>,
+    },
     /// List every resource of the namespace.
     List(FolderArgs),
     /// List every resource template of the namespace.
@@ -169,7 +185,19 @@ pub fn init_logging(level: Option<&str>) {
 
 pub async fn run(command: Command) -> Result<()> {
     match command {
-        Command::Serve(folder) => serve(folder).await,
+        Command::Serve {
+            folder,
+            http,
+            allowed_hosts,
+            allowed_origins,
+        } => {
+            let http = http.map(|address| HttpOptions {
+                address,
+                allowed_hosts,
+                allowed_origins,
+            });
+            serve(folder, http).await
+        }
         Command::List(folder) => query::list(folder).await,
         Command::Templates(folder) => query::templates(folder).await,
         Command::Read {
@@ -208,15 +236,13 @@ async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
     Ok(namespace)
 }
 
-async fn serve(folder: FolderArgs) -> Result<()> {
+async fn serve(folder: FolderArgs, http: Option<HttpOptions>) -> Result<()> {
     let namespace = namespace(&folder).await?;
     let schemes: Vec<&str> = namespace.schemes().collect();
-    tracing::info!(schemes = ?schemes, "serving MCP on stdio");
+    tracing::info!(schemes = ?schemes, "namespace ready");
     let server = ResmuxServer::new(Arc::new(namespace));
-    let service = server
-        .serve(rmcp::transport::stdio_pipes())
-        .await
-        .context("the MCP session did not start")?;
-    service.waiting().await.context("the MCP session failed")?;
-    Ok(())
+    match http {
+        Some(options) => transport::serve_http(server, options).await,
+        None => transport::serve_stdio(server).await,
+    }
 }

@@ -1,0 +1,120 @@
+"""resmux over Streamable HTTP (`serve --http`), seen by the official Python
+SDK in both eras, plus the checks of the wire: `Host` and `Origin` against DNS
+rebinding, and a graceful stop on SIGTERM."""
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mcp.client.client import Client
+from mcp.shared.exceptions import MCPError
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = Path(os.environ.get("RESMUX_BIN", ROOT / "target/release/resmux"))
+PLUGINS = ROOT / "target/plugins"
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    b'"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}'
+)
+
+
+class Server:
+    """`resmux serve --http` on a free loopback port; stderr is drained as it
+    comes so the server never blocks on a full pipe."""
+
+    def __init__(self):
+        self.process = subprocess.Popen(
+            [str(BINARY), "serve", "--plugins", str(PLUGINS), "--page-size", "2", "--http", "127.0.0.1:0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "RESMUX_CACHE_DIR": str(ROOT / "target/test-cache"), "RUST_LOG": "info"},
+            text=True,
+        )
+        self.log = []
+        found = threading.Event()
+
+        def drain():
+            for line in self.process.stderr:
+                self.log.append(line)
+                if re.search(r"at http://[\d.:]+/mcp", line):
+                    found.set()
+
+        self.drainer = threading.Thread(target=drain, daemon=True)
+        self.drainer.start()
+        assert found.wait(60), "".join(self.log)
+        self.url = re.search(r"(http://[\d.:]+/mcp)", "".join(self.log)).group(1)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(30)
+        self.drainer.join(30)
+        return code
+
+
+@pytest.fixture
+def server():
+    assert BINARY.exists() and PLUGINS.exists(), "run scripts/build first"
+    running = Server()
+    yield running
+    if running.process.poll() is None:
+        running.process.kill()
+
+
+def post(url, headers):
+    request = urllib.request.Request(
+        url,
+        data=INITIALIZE,
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_both_eras_page_read_and_get_their_not_found_code(server, mode):
+    async def scenario():
+        async with Client(server.url, mode=mode, cache=None) as client:
+            uris, cursor = [], None
+            while True:
+                page = await client.list_resources(cursor=cursor)
+                uris += [resource.uri for resource in page.resources]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            note = await client.read_resource("notes://notes/welcome")
+            with pytest.raises(MCPError) as missing:
+                await client.read_resource("notes://notes/missing")
+            return client.session.protocol_version, uris, note.contents[0].text, missing.value
+
+    version, uris, text, missing = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert version == {"auto": "2026-07-28", "legacy": "2025-11-25"}[mode]
+    assert len(uris) == len(set(uris)) == 13
+    assert text.startswith("# Welcome")
+    assert missing.code == {"auto": -32602, "legacy": -32002}[mode]
+    assert missing.data == {"uri": "notes://notes/missing"}
+
+
+def test_foreign_host_and_origin_are_refused(server):
+    port = server.url.split(":")[2].split("/")[0]
+    assert post(server.url, {"Host": "evil.example"}) == 403
+    assert post(server.url, {"Host": f"evil.example:{port}"}) == 403
+    assert post(server.url, {"Origin": "https://evil.example"}) == 403
+    assert post(server.url, {"Origin": "http://localhost:3000"}) == 200
+    assert post(server.url, {}) == 200
+
+
+def test_sigterm_stops_gracefully(server):
+    assert server.stop() == 0
+    assert any("stopping: finishing requests in flight" in line for line in server.log), server.log
