@@ -55,6 +55,10 @@ pub enum Command {
         /// https://app.example.com:443. Repeatable.
         #[arg(long = "allow-origin", requires = "http")]
         allowed_origins: Vec<String>,
+        /// Do not offer the tool bridge (search_resources, read_resource) to
+        /// clients that only use tools.
+        #[arg(long)]
+        no_tools: bool,
     },
     /// List every resource of the namespace.
     List(FolderArgs),
@@ -190,13 +194,14 @@ pub async fn run(command: Command) -> Result<()> {
             http,
             allowed_hosts,
             allowed_origins,
+            no_tools,
         } => {
             let http = http.map(|address| HttpOptions {
                 address,
                 allowed_hosts,
                 allowed_origins,
             });
-            serve(folder, http).await
+            serve(folder, http, !no_tools).await
         }
         Command::List(folder) => query::list(folder).await,
         Command::Templates(folder) => query::templates(folder).await,
@@ -236,11 +241,11 @@ async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
     Ok(namespace)
 }
 
-async fn serve(folder: FolderArgs, http: Option<HttpOptions>) -> Result<()> {
+async fn serve(folder: FolderArgs, http: Option<HttpOptions>, tool_bridge: bool) -> Result<()> {
     let namespace = namespace(&folder).await?;
     let schemes: Vec<&str> = namespace.schemes().collect();
     tracing::info!(schemes = ?schemes, "namespace ready");
-    let server = ResmuxServer::new(Arc::new(namespace));
+    let server = ResmuxServer::new(Arc::new(namespace), tool_bridge);
     match http {
         Some(options) => transport::serve_http(server, options).await,
         None => transport::serve_stdio(server).await,

@@ -1,6 +1,6 @@
 //! MCP on top of the namespace: an rmcp `ServerHandler` that turns requests
 //! into namespace calls and namespace answers into results for the client's
-//! protocol revision. Era-specific details live here and nowhere below: the
+//! protocol revision, plus the [`tools`] bridge for tool-only clients. Era-specific details live here and nowhere below: the
 //! not-found code (rmcp sends -32002 up to 2025-11-25 and -32602 from
 //! 2026-07-28), and `ttlMs`/`cacheScope`, sent only to 2026-07-28 clients.
 
@@ -9,10 +9,11 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{
-    self, CompleteRequestParams, CompleteResult, CompletionInfo, CustomRequest, CustomResult,
-    ErrorCode, ErrorData, Implementation, ListResourceTemplatesResult, ListResourcesResult,
-    MetaObject, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
+    self, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    CompletionInfo, CustomRequest, CustomResult, ErrorCode, ErrorData, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, ToolsCapability,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -21,24 +22,35 @@ use serde_json::json;
 use crate::contract::{self, Body, CacheHint, Metadata, ProviderError};
 use crate::namespace::{self, Namespace, NamespaceError};
 
+mod tools;
+
 /// The MCP face of a namespace.
 #[derive(Clone)]
 pub struct ResmuxServer {
     namespace: Arc<Namespace>,
+    tool_bridge: bool,
 }
 
 impl ResmuxServer {
-    pub fn new(namespace: Arc<Namespace>) -> Self {
-        Self { namespace }
+    /// Serves `namespace`; with `tool_bridge`, also as tools.
+    pub fn new(namespace: Arc<Namespace>, tool_bridge: bool) -> Self {
+        Self {
+            namespace,
+            tool_bridge,
+        }
     }
 }
 
 impl ServerHandler for ResmuxServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_resources()
             .enable_completions()
+            .enable_prompts()
             .build();
+        if self.tool_bridge {
+            capabilities.tools = Some(ToolsCapability::default());
+        }
         ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("resmux", env!("CARGO_PKG_VERSION"))
@@ -144,6 +156,34 @@ impl ServerHandler for ResmuxServer {
         Ok(CompleteResult::new(info))
     }
 
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = if self.tool_bridge {
+            tools::tools()
+        } else {
+            Vec::new()
+        };
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        let result = match self.tool_bridge {
+            true => tools::call(&self.namespace, &request.name, &arguments).await,
+            false => None,
+        };
+        result
+            .map(CallToolResponse::Complete)
+            .ok_or_else(|| ErrorData::invalid_params(format!("no tool {:?}", request.name), None))
+    }
+
     async fn on_custom_request(
         &self,
         request: CustomRequest,
@@ -165,11 +205,13 @@ impl ServerHandler for ResmuxServer {
 
 /// The methods resmux serves. rmcp hands a request for one of them whose
 /// params do not parse to `on_custom_request`; it gets -32602, not -32601.
-const SERVED_METHODS: [&str; 4] = [
+const SERVED_METHODS: [&str; 6] = [
     "resources/list",
     "resources/templates/list",
     "resources/read",
     "completion/complete",
+    "tools/call",
+    "tools/list",
 ];
 
 /// `ttlMs` and `cacheScope` for clients of 2026-07-28 or later; none for
