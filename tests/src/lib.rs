@@ -95,6 +95,23 @@ impl Folder {
     }
 }
 
+/// A folder with the `notes` example and the conformance fixtures as `test`.
+pub fn notes_and_fixtures() -> Folder {
+    let folder = Folder::new();
+    folder
+        .plugin("notes", "notes")
+        .plugin("conformance", "conformance")
+        .manifest("conformance", "scheme = \"test\"\n");
+    folder
+}
+
+/// The message of a JSON-RPC error response.
+pub fn error_message(response: &Value) -> &str {
+    response["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an error response: {response}"))
+}
+
 impl Default for Folder {
     fn default() -> Self {
         Self::new()
@@ -228,6 +245,18 @@ impl RawServer {
             notifications: Vec::new(),
             early: Vec::new(),
         })
+    }
+
+    /// Starts the server and completes the 2025-11-25 handshake.
+    pub async fn legacy(folder: &Path) -> Result<Self> {
+        let mut server = Self::start(folder, &[])?;
+        server.initialize("2025-11-25").await?;
+        Ok(server)
+    }
+
+    /// `resources/read` of `uri`; the whole response.
+    pub async fn read(&mut self, uri: &str) -> Result<Value> {
+        self.request("resources/read", json!({ "uri": uri })).await
     }
 
     /// Writes one line as is.

@@ -1,7 +1,7 @@
 //! Plugins that cannot load, collide, or lie: each is refused with a clear
 //! reason while every other plugin keeps serving.
 
-use resmux_tests::{Era, Folder, RawServer, client, mcp_error};
+use resmux_tests::{Era, Folder, RawServer, client, error_message, mcp_error};
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::json;
 
@@ -15,8 +15,7 @@ async fn a_plugin_that_fails_to_load_is_reported_and_the_others_serve() {
         .manifest("unconfigured", "[config]\npage_size = \"many\"\n")
         .manifest("typo", "component = \"notes.wasm\"\nschem = \"x\"\n")
         .file("bare.toml", b"scheme = \"bare\"\n");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let listed = server.request("resources/list", json!({})).await.unwrap();
     let uris: Vec<&str> = listed["result"]["resources"]
         .as_array()
@@ -56,17 +55,10 @@ async fn two_plugins_on_one_scheme_are_both_refused() {
         .manifest("other", "scheme = \"notes\"\n")
         .plugin("conformance", "conformance")
         .manifest("conformance", "scheme = \"test\"\n");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
-    let read = server
-        .request("resources/read", json!({ "uri": "notes://notes/welcome" }))
-        .await
-        .unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let read = server.read("notes://notes/welcome").await.unwrap();
     assert_eq!(read["error"]["code"], -32002, "{read}");
-    let fixture = server
-        .request("resources/read", json!({ "uri": "test://static-text" }))
-        .await
-        .unwrap();
+    let fixture = server.read("test://static-text").await.unwrap();
     assert_eq!(
         fixture["result"]["contents"][0]["text"],
         "This is the content of the static text resource."
@@ -145,13 +137,9 @@ async fn answers_that_break_the_contract_never_reach_the_client() {
 async fn what_a_plugin_prints_goes_to_the_log_not_the_protocol() {
     let folder = Folder::new();
     folder.plugin("liar", "liar");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
     for _ in 0..3 {
-        let read = server
-            .request("resources/read", json!({ "uri": "liar://honest" }))
-            .await
-            .unwrap();
+        let read = server.read("liar://honest").await.unwrap();
         assert_eq!(read["result"]["contents"][0]["text"], "a lie", "{read}");
     }
     let stderr = server.stop().await.unwrap();
@@ -177,18 +165,11 @@ async fn outgoing_http_is_denied_before_any_connection() {
     folder
         .plugin("liar", "liar")
         .manifest("liar", &format!("[config]\nfetch = \"{target}\"\n"));
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
-    let read = server
-        .request("resources/read", json!({ "uri": "liar://fetch" }))
-        .await
-        .unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let read = server.read("liar://fetch").await.unwrap();
     let outcome = read["result"]["contents"][0]["text"].as_str().unwrap();
     assert!(outcome.contains("HttpRequestDenied"), "{outcome}");
-    let honest = server
-        .request("resources/read", json!({ "uri": "liar://honest" }))
-        .await
-        .unwrap();
+    let honest = server.read("liar://honest").await.unwrap();
     assert_eq!(honest["result"]["contents"][0]["text"], "a lie");
     let stderr = server.stop().await.unwrap();
     assert!(
@@ -209,15 +190,11 @@ async fn a_call_that_spins_or_traps_fails_and_the_plugin_keeps_serving() {
         .plugin("liar", "liar")
         .manifest("liar", "[limits]\ntimeout_ms = 300\n")
         .plugin("notes", "notes");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let started = std::time::Instant::now();
-    let spin = server
-        .request("resources/read", json!({ "uri": "liar://spin" }))
-        .await
-        .unwrap();
+    let spin = server.read("liar://spin").await.unwrap();
     assert_eq!(spin["error"]["code"], -32603, "{spin}");
-    let message = spin["error"]["message"].as_str().unwrap();
+    let message = error_message(&spin);
     assert!(
         message.contains("plugin liar exceeded its time limit of 300 ms in read"),
         "{message}"
@@ -227,19 +204,13 @@ async fn a_call_that_spins_or_traps_fails_and_the_plugin_keeps_serving() {
         "the limit did not stop the call"
     );
 
-    let panic = server
-        .request("resources/read", json!({ "uri": "liar://panic" }))
-        .await
-        .unwrap();
+    let panic = server.read("liar://panic").await.unwrap();
     assert_eq!(panic["error"]["code"], -32603, "{panic}");
-    let message = panic["error"]["message"].as_str().unwrap();
+    let message = error_message(&panic);
     assert!(message.contains("plugin liar trapped in read"), "{message}");
 
     for uri in ["liar://honest", "notes://notes/welcome"] {
-        let read = server
-            .request("resources/read", json!({ "uri": uri }))
-            .await
-            .unwrap();
+        let read = server.read(uri).await.unwrap();
         assert!(
             read["result"]["contents"][0]["text"].is_string(),
             "{uri}: {read}"
@@ -258,31 +229,21 @@ async fn memory_and_stack_limits_stop_a_call_and_are_named() {
     folder
         .plugin("liar", "liar")
         .manifest("liar", "[limits]\nmemory_mib = 64\n");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
-    let hog = server
-        .request("resources/read", json!({ "uri": "liar://hog" }))
-        .await
-        .unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let hog = server.read("liar://hog").await.unwrap();
     assert_eq!(hog["error"]["code"], -32603, "{hog}");
-    let message = hog["error"]["message"].as_str().unwrap();
+    let message = error_message(&hog);
     assert!(
         message.contains("plugin liar exceeded its memory limit of 64 MiB in read"),
         "{message}"
     );
-    let deep = server
-        .request("resources/read", json!({ "uri": "liar://recurse" }))
-        .await
-        .unwrap();
-    let message = deep["error"]["message"].as_str().unwrap();
+    let deep = server.read("liar://recurse").await.unwrap();
+    let message = error_message(&deep);
     assert!(
         message.contains("plugin liar trapped in read") && message.contains("stack"),
         "{message}"
     );
-    let honest = server
-        .request("resources/read", json!({ "uri": "liar://honest" }))
-        .await
-        .unwrap();
+    let honest = server.read("liar://honest").await.unwrap();
     assert_eq!(honest["result"]["contents"][0]["text"], "a lie", "{honest}");
     server.stop().await.unwrap();
 }
@@ -294,13 +255,9 @@ async fn a_plugin_that_keeps_faulting_is_quarantined_then_comes_back() {
         .plugin("liar", "liar")
         .manifest("liar", "[limits]\ntimeout_ms = 100\n")
         .plugin("notes", "notes");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
     for _ in 0..3 {
-        let spin = server
-            .request("resources/read", json!({ "uri": "liar://spin" }))
-            .await
-            .unwrap();
+        let spin = server.read("liar://spin").await.unwrap();
         assert!(
             spin["error"]["message"]
                 .as_str()
@@ -309,29 +266,20 @@ async fn a_plugin_that_keeps_faulting_is_quarantined_then_comes_back() {
             "{spin}"
         );
     }
-    let refused = server
-        .request("resources/read", json!({ "uri": "liar://honest" }))
-        .await
-        .unwrap();
-    let message = refused["error"]["message"].as_str().unwrap();
+    let refused = server.read("liar://honest").await.unwrap();
+    let message = error_message(&refused);
     assert!(
         message.contains("plugin liar is quarantined for another"),
         "{message}"
     );
-    let notes = server
-        .request("resources/read", json!({ "uri": "notes://notes/welcome" }))
-        .await
-        .unwrap();
+    let notes = server.read("notes://notes/welcome").await.unwrap();
     assert!(
         notes["result"]["contents"][0]["text"].is_string(),
         "{notes}"
     );
 
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
-    let back = server
-        .request("resources/read", json!({ "uri": "liar://honest" }))
-        .await
-        .unwrap();
+    let back = server.read("liar://honest").await.unwrap();
     assert_eq!(back["result"]["contents"][0]["text"], "a lie", "{back}");
     let stderr = server.stop().await.unwrap();
     assert!(
@@ -346,8 +294,7 @@ async fn calls_beyond_the_concurrency_limit_wait_their_turn() {
     folder
         .plugin("liar", "liar")
         .manifest("liar", "[limits]\nconcurrent_calls = 1\n");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let started = std::time::Instant::now();
     let first = server
         .send("resources/read", json!({ "uri": "liar://sleep" }))
@@ -378,21 +325,14 @@ async fn cpu_time_counts_only_the_plugins_own_running_code() {
         .manifest("liar", "[limits]\ncpu_ms = 200\ntimeout_ms = 5000\n")
         .plugin("sleeper", "liar")
         .manifest("sleeper", "[limits]\ncpu_ms = 50\n");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
-    let spin = server
-        .request("resources/read", json!({ "uri": "liar://spin" }))
-        .await
-        .unwrap();
-    let message = spin["error"]["message"].as_str().unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let spin = server.read("liar://spin").await.unwrap();
+    let message = error_message(&spin);
     assert!(
         message.contains("plugin liar exceeded its CPU time limit of 200 ms in read"),
         "{message}"
     );
-    let slept = server
-        .request("resources/read", json!({ "uri": "sleeper://sleep" }))
-        .await
-        .unwrap();
+    let slept = server.read("sleeper://sleep").await.unwrap();
     assert_eq!(
         slept["result"]["contents"][0]["uri"], "sleeper://sleep",
         "{slept}"
@@ -404,21 +344,14 @@ async fn cpu_time_counts_only_the_plugins_own_running_code() {
 async fn a_flood_of_output_is_capped_and_never_touches_the_protocol() {
     let folder = Folder::new();
     folder.plugin("liar", "liar");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
     // 10 MiB on each stream; every line of stdout must still be JSON-RPC.
-    let flood = server
-        .request("resources/read", json!({ "uri": "liar://flood" }))
-        .await
-        .unwrap();
+    let flood = server.read("liar://flood").await.unwrap();
     assert_eq!(
         flood["result"]["contents"][0]["uri"], "liar://flood",
         "{flood}"
     );
-    let honest = server
-        .request("resources/read", json!({ "uri": "liar://honest" }))
-        .await
-        .unwrap();
+    let honest = server.read("liar://honest").await.unwrap();
     assert_eq!(honest["result"]["contents"][0]["text"], "a lie");
     let stderr = server.stop().await.unwrap();
     let logged = stderr

@@ -3,13 +3,9 @@
 //! granted works exactly as granted.
 
 use resmux_tests::{Folder, RawServer};
-use serde_json::json;
 
 async fn read_text(server: &mut RawServer, uri: &str) -> String {
-    let response = server
-        .request("resources/read", json!({ "uri": uri }))
-        .await
-        .unwrap();
+    let response = server.read(uri).await.unwrap();
     response["result"]["contents"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("{uri}: {response}"))
@@ -37,8 +33,7 @@ async fn files_stay_inside_their_grant_and_read_only_means_read_only() {
     .unwrap();
     std::os::unix::fs::symlink(&secret, folder.path().join("data/absolute-link")).unwrap();
 
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
     assert_eq!(
         read_text(&mut server, "liar://open//data/inside.txt").await,
         "ok: 6 bytes"
@@ -147,12 +142,8 @@ async fn a_grant_that_cannot_be_resolved_keeps_the_plugin_out() {
             "memo",
             "[[files]]\nhost = \"memo.toml\"\nguest = \"/data\"\n",
         );
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
-    let read = server
-        .request("resources/read", json!({ "uri": "liar://honest" }))
-        .await
-        .unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let read = server.read("liar://honest").await.unwrap();
     assert_eq!(read["error"]["code"], -32002, "{read}");
     let stderr = server.stop().await.unwrap();
     for expected in [

@@ -2,18 +2,9 @@
 //! `read_resource` over the same namespace, `tools/list` and `prompts/list`
 //! always answering, and `--no-tools` to switch the bridge off.
 
-use resmux_tests::{Era, Folder, McpClient, client};
+use resmux_tests::{Era, McpClient, client, notes_and_fixtures};
 use rmcp::model::{CallToolRequestParams, ContentBlock, ResourceContents};
 use serde_json::json;
-
-fn folder() -> Folder {
-    let folder = Folder::new();
-    folder
-        .plugin("notes", "notes")
-        .plugin("conformance", "conformance")
-        .manifest("conformance", "scheme = \"test\"\n");
-    folder
-}
 
 async fn call(
     client: &McpClient,
@@ -36,7 +27,7 @@ fn text_of(block: &ContentBlock) -> &str {
 
 #[tokio::test]
 async fn search_and_read_reach_resources_through_tools() {
-    let folder = folder();
+    let folder = notes_and_fixtures();
     for era in Era::ALL {
         let client = client(folder.path(), &["--page-size", "2"], era)
             .await
@@ -98,7 +89,7 @@ async fn search_and_read_reach_resources_through_tools() {
 
 #[tokio::test]
 async fn the_bridge_can_be_switched_off() {
-    let folder = folder();
+    let folder = notes_and_fixtures();
     let client = client(folder.path(), &["--no-tools"], Era::Legacy)
         .await
         .unwrap();

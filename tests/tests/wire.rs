@@ -2,23 +2,14 @@
 //! for every revision from 2024-11-05 to 2026-07-28, and for input that is
 //! malformed. Every line the server writes must be a JSON-RPC message.
 
-use resmux_tests::{Folder, RawServer};
+use resmux_tests::{RawServer, notes_and_fixtures};
 use serde_json::{Value, json};
-
-fn folder() -> Folder {
-    let folder = Folder::new();
-    folder
-        .plugin("notes", "notes")
-        .plugin("conformance", "conformance")
-        .manifest("conformance", "scheme = \"test\"\n");
-    folder
-}
 
 const LEGACY_REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 #[tokio::test]
 async fn every_legacy_revision_negotiates_and_reads_without_caching_fields() {
-    let folder = folder();
+    let folder = notes_and_fixtures();
     for revision in LEGACY_REVISIONS {
         let mut server = RawServer::start(folder.path(), &[]).unwrap();
         let info = server.initialize(revision).await.unwrap();
@@ -36,17 +27,11 @@ async fn every_legacy_revision_negotiates_and_reads_without_caching_fields() {
                 "{revision}: {field} in {result}"
             );
         }
-        let read = server
-            .request("resources/read", json!({ "uri": "test://static-text" }))
-            .await
-            .unwrap();
+        let read = server.read("test://static-text").await.unwrap();
         assert!(read["result"].get("ttlMs").is_none(), "{read}");
         assert_eq!(read["result"]["contents"][0]["mimeType"], "text/plain");
 
-        let missing = server
-            .request("resources/read", json!({ "uri": "test://missing" }))
-            .await
-            .unwrap();
+        let missing = server.read("test://missing").await.unwrap();
         assert_eq!(missing["error"]["code"], -32002, "{revision}: {missing}");
         assert_eq!(missing["error"]["data"]["uri"], "test://missing");
         server.stop().await.unwrap();
@@ -62,7 +47,7 @@ fn modern_meta() -> Value {
 
 #[tokio::test]
 async fn the_2026_era_discovers_and_gets_caching_fields() {
-    let folder = folder();
+    let folder = notes_and_fixtures();
     let mut server = RawServer::start(folder.path(), &[]).unwrap();
     let discovered = server
         .request("server/discover", json!({ "_meta": modern_meta() }))
@@ -130,9 +115,8 @@ async fn the_2026_era_discovers_and_gets_caching_fields() {
 
 #[tokio::test]
 async fn malformed_requests_get_errors_and_the_server_carries_on() {
-    let folder = folder();
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let folder = notes_and_fixtures();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
 
     for uri in [
         "no-scheme",
@@ -141,10 +125,7 @@ async fn malformed_requests_get_errors_and_the_server_carries_on() {
         "notes://%zz",
         "1notes://x",
     ] {
-        let response = server
-            .request("resources/read", json!({ "uri": uri }))
-            .await
-            .unwrap();
+        let response = server.read(uri).await.unwrap();
         assert_eq!(response["error"]["code"], -32602, "{uri}: {response}");
         assert!(
             response["error"]["message"]
@@ -177,10 +158,7 @@ async fn malformed_requests_get_errors_and_the_server_carries_on() {
     assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
     server.send_line("{this is not json").await.unwrap();
 
-    let still = server
-        .request("resources/read", json!({ "uri": "notes://notes/errors" }))
-        .await
-        .unwrap();
+    let still = server.read("notes://notes/errors").await.unwrap();
     assert!(
         still["result"]["contents"][0]["text"]
             .as_str()
