@@ -109,14 +109,8 @@ pub fn scan(folder: &Path) -> Result<(Vec<Entry>, Vec<Failure>)> {
         } else {
             folder.join(format!("{stem}.toml"))
         };
-        let declared = declared_by.clone();
-        match entry(
-            &stem,
-            declared,
-            has_wasm.then_some(wasm),
-            manifest_path,
-            folder,
-        ) {
+        let wasm = has_wasm.then_some(wasm);
+        match entry(&stem, declared_by.clone(), wasm, manifest_path, folder) {
             Ok(entry) => entries.push(entry),
             Err(error) => failures.push(Failure { declared_by, error }),
         }
