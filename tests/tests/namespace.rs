@@ -262,8 +262,20 @@ async fn forged_stale_and_foreign_cursors_are_invalid_params() {
             .unwrap()
             .next_cursor
             .expect("more than one page of templates");
+        // A cursor from another server process, as after a restart.
+        let other = resmux_tests::client(folder.path(), &["--page-size", "2"], era)
+            .await
+            .unwrap();
+        let stale = other
+            .list_resources(None)
+            .await
+            .unwrap()
+            .next_cursor
+            .unwrap();
+        other.cancel().await.unwrap();
         for bad in [
             forged.as_str(),
+            stale.as_str(),
             "",
             "not-a-cursor",
             template_cursor.as_str(),

@@ -70,7 +70,7 @@ async fn the_2026_era_discovers_and_gets_caching_fields() {
         .unwrap();
     assert_eq!(
         listed["result"]["ttlMs"], 0,
-        "the files of no hint and notes' 60 s merge to 0"
+        "notes' 60 s and the fixtures' missing hint merge to 0"
     );
     assert_eq!(listed["result"]["cacheScope"], "public");
     let notes = server

@@ -46,6 +46,47 @@ pub struct Entry {
     pub scheme: String,
 }
 
+impl Entry {
+    /// The entry of one component outside a folder (for `inspect` and
+    /// `check`): its manifest is `manifest`, else the `.toml` beside it. Its
+    /// scheme is not checked, since it only names the plugin in reports.
+    pub fn for_component(component: &Path, manifest: Option<PathBuf>) -> Result<Self> {
+        let manifest_path = manifest.or_else(|| {
+            let beside = component.with_extension("toml");
+            beside.exists().then_some(beside)
+        });
+        let manifest = read_manifest(manifest_path.as_deref())?;
+        let stem = component.file_stem().unwrap_or_default().to_string_lossy();
+        Ok(Self {
+            declared_by: component.to_owned(),
+            component: component.to_owned(),
+            scheme: manifest
+                .scheme
+                .clone()
+                .unwrap_or_else(|| default_scheme(&stem)),
+            manifest_path,
+            manifest,
+        })
+    }
+
+    /// The folder the manifest's relative paths are taken from.
+    pub fn manifest_dir(&self) -> &Path {
+        self.manifest_path
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."))
+    }
+}
+
+fn read_manifest(path: Option<&Path>) -> Result<Manifest> {
+    Ok(path.map(Manifest::read).transpose()?.unwrap_or_default())
+}
+
+/// The scheme of a plugin whose manifest names none: its file's stem.
+fn default_scheme(stem: &str) -> String {
+    stem.to_ascii_lowercase()
+}
+
 /// A plugin that loaded and started.
 pub struct Loaded {
     pub entry: Entry,
@@ -126,11 +167,7 @@ fn entry(
     manifest_path: Option<PathBuf>,
     folder: &Path,
 ) -> Result<Entry> {
-    let manifest = manifest_path
-        .as_deref()
-        .map(Manifest::read)
-        .transpose()?
-        .unwrap_or_default();
+    let manifest = read_manifest(manifest_path.as_deref())?;
     let component = match (&manifest.component, wasm) {
         (Some(component), _) => folder.join(component),
         (None, Some(wasm)) => wasm,
@@ -139,7 +176,7 @@ fn entry(
     let scheme = manifest
         .scheme
         .clone()
-        .unwrap_or_else(|| stem.to_ascii_lowercase());
+        .unwrap_or_else(|| default_scheme(stem));
     uri::check_scheme(&scheme).map_err(|reason| anyhow::anyhow!("scheme {scheme:?} {reason}"))?;
     Ok(Entry {
         declared_by,
@@ -196,11 +233,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
             compiled.digest
         );
     }
-    let manifest_dir = entry
-        .manifest_path
-        .as_deref()
-        .and_then(Path::parent)
-        .unwrap_or(Path::new("."));
+    let manifest_dir = entry.manifest_dir();
     let policy = entry.manifest.policy(manifest_dir)?;
     if let Some(ceiling) = &rules.ceiling {
         ceiling.check(&policy, manifest_dir)?;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::CacheArgs;
-use resmux::catalog::Manifest;
+use resmux::catalog::Entry;
 use resmux::contract::{Provider, ProviderError};
 use resmux::namespace::Listable;
 use resmux::namespace::cursor::Listing;
@@ -21,19 +21,11 @@ const MAX_PAGES: usize = 1_000;
 /// Prints one line per check; fails when any check fails.
 pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs) -> Result<()> {
     let mut report = Report::default();
-    let stem = component
-        .file_stem()
-        .map(|stem| stem.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
-    let manifest_path = manifest.or_else(|| {
-        let beside = component.with_extension("toml");
-        beside.exists().then_some(beside)
-    });
-    let manifest = match manifest_path.as_deref().map(Manifest::read).transpose() {
-        Ok(manifest) => manifest.unwrap_or_default(),
+    let entry = match Entry::for_component(component, manifest) {
+        Ok(entry) => entry,
         Err(error) => return report.fail(format!("{error:#}")),
     };
-    let scheme = manifest.scheme.clone().unwrap_or(stem);
+    let (manifest, scheme) = (&entry.manifest, entry.scheme.as_str());
     let bytes = match std::fs::read(component) {
         Ok(bytes) => bytes,
         Err(error) => return report.fail(format!("cannot read {}: {error}", component.display())),
@@ -48,15 +40,14 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
         bytes.len(),
         compiled.digest
     ));
-    let manifest_dir = manifest_path
-        .as_deref()
-        .and_then(Path::parent)
-        .unwrap_or(Path::new("."));
-    let (policy, config) = match (manifest.policy(manifest_dir), manifest.config_pairs()) {
+    let (policy, config) = match (
+        manifest.policy(entry.manifest_dir()),
+        manifest.config_pairs(),
+    ) {
         (Ok(policy), Ok(config)) => (policy, config),
         (Err(error), _) | (_, Err(error)) => return report.fail(format!("manifest: {error:#}")),
     };
-    let plugin = match runtime.plugin(&scheme, &compiled.component, policy, config) {
+    let plugin = match runtime.plugin(scheme, &compiled.component, policy, config) {
         Ok(plugin) => plugin,
         Err(error) => return report.fail(format!("{error:#}")),
     };
@@ -72,11 +63,11 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
         Ok(()) => report.pass("init accepts the manifest's config"),
         Err(error) => return report.fail(format!("init: {error}")),
     }
-    let resources = walk::<resmux::contract::ResourceEntry>(&plugin, &scheme).await;
+    let resources = walk::<resmux::contract::ResourceEntry>(&plugin, scheme).await;
     report.record(
         resources.map(|(count, pages)| format!("list: {count} valid resources on {pages} page(s)")),
     );
-    let templates = walk::<resmux::contract::TemplateEntry>(&plugin, &scheme).await;
+    let templates = walk::<resmux::contract::TemplateEntry>(&plugin, scheme).await;
     report
         .record(templates.map(|(count, pages)| {
             format!("templates: {count} valid templates on {pages} page(s)")

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use super::CacheArgs;
-use resmux::catalog::Manifest;
+use resmux::catalog::Entry;
 use resmux::policy::{Ceiling, EnvSource, Policy};
 
 pub async fn inspect(
@@ -16,15 +16,8 @@ pub async fn inspect(
     ceiling: Option<&Path>,
     cache: CacheArgs,
 ) -> Result<()> {
-    let manifest_path = manifest.or_else(|| {
-        let beside = component.with_extension("toml");
-        beside.exists().then_some(beside)
-    });
-    let manifest = manifest_path
-        .as_deref()
-        .map(Manifest::read)
-        .transpose()?
-        .unwrap_or_default();
+    let entry = Entry::for_component(component, manifest)?;
+    let manifest = &entry.manifest;
     let runtime = cache.runtime()?;
     let bytes =
         std::fs::read(component).with_context(|| format!("cannot read {}", component.display()))?;
@@ -46,30 +39,23 @@ pub async fn inspect(
     for name in &exports {
         writeln!(out, "  {name}")?;
     }
-    let manifest_dir = manifest_path
-        .as_deref()
-        .and_then(Path::parent)
-        .unwrap_or(Path::new("."));
+    let manifest_dir = entry.manifest_dir();
     let policy = manifest.policy(manifest_dir)?;
     writeln!(out, "imports")?;
     for name in &imports {
         writeln!(out, "  {name:<45} {}", import_status(name, &policy))?;
     }
-    let stem = component
-        .file_stem()
-        .map(|stem| stem.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
-    let scheme = manifest.scheme.clone().unwrap_or(stem);
     writeln!(
         out,
         "manifest   {}",
-        manifest_path
+        entry
+            .manifest_path
             .as_deref()
             .map_or("none (defaults apply)".into(), |path| path
                 .display()
                 .to_string())
     )?;
-    writeln!(out, "scheme     {scheme}://")?;
+    writeln!(out, "scheme     {}://", entry.scheme)?;
     let config = manifest.config_pairs()?;
     for (key, value) in &config {
         writeln!(out, "config     {key} = {value:?}")?;
@@ -120,7 +106,7 @@ pub async fn inspect(
     )?;
     let plugin = runtime
         .plugin(
-            &scheme,
+            &entry.scheme,
             &compiled.component,
             policy,
             manifest.config_pairs()?,

@@ -27,6 +27,8 @@ pub struct Entry {
     pub path: String,
     pub is_dir: bool,
     pub size: u64,
+    /// Time since 1970 of its last modification, when the host tells it.
+    modified: Option<std::time::Duration>,
 }
 
 impl Entry {
@@ -104,6 +106,10 @@ pub fn entries(host_path: &str, relative: &str) -> Result<Vec<Entry>, Error> {
             name,
             is_dir: metadata.is_dir(),
             size: metadata.len(),
+            modified: metadata
+                .modified()
+                .ok()
+                .and_then(|time| time.duration_since(UNIX_EPOCH).ok()),
         });
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -126,16 +132,12 @@ pub fn files(root: &str) -> Result<Vec<File>, Error> {
                 pending.push(relative);
                 continue;
             }
-            let modified = std::fs::metadata(resolve(root, &relative)?)
-                .and_then(|metadata| metadata.modified())
-                .ok()
-                .and_then(|time| time.duration_since(UNIX_EPOCH).ok());
             files.push(File {
                 path: entry.path,
                 relative,
                 size: entry.size,
-                modified: modified.map(|since| iso8601(since.as_secs())),
-                modified_nanos: modified.map_or(0, |since| since.as_nanos()),
+                modified: entry.modified.map(|since| iso8601(since.as_secs())),
+                modified_nanos: entry.modified.map_or(0, |since| since.as_nanos()),
             });
         }
     }
