@@ -259,6 +259,16 @@ impl RawServer {
         self.request("resources/read", json!({ "uri": uri })).await
     }
 
+    /// The text of the first content of reading `uri`; panics naming the
+    /// response when there is none.
+    pub async fn read_text(&mut self, uri: &str) -> String {
+        let response = self.read(uri).await.unwrap();
+        response["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{uri}: {response}"))
+            .to_owned()
+    }
+
     /// Writes one line as is.
     pub async fn send_line(&mut self, line: &str) -> Result<()> {
         self.stdin.write_all(line.as_bytes()).await?;

@@ -157,33 +157,6 @@ async fn what_a_plugin_prints_goes_to_the_log_not_the_protocol() {
 }
 
 #[tokio::test]
-async fn outgoing_http_is_denied_before_any_connection() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let target = listener.local_addr().unwrap().to_string();
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .manifest("liar", &format!("[config]\nfetch = \"{target}\"\n"));
-    let mut server = RawServer::legacy(folder.path()).await.unwrap();
-    let read = server.read("liar://fetch").await.unwrap();
-    let outcome = read["result"]["contents"][0]["text"].as_str().unwrap();
-    assert!(outcome.contains("HttpRequestDenied"), "{outcome}");
-    let honest = server.read("liar://honest").await.unwrap();
-    assert_eq!(honest["result"]["contents"][0]["text"], "a lie");
-    let stderr = server.stop().await.unwrap();
-    assert!(
-        stderr.contains("denied an outgoing HTTP request") && stderr.contains(&target),
-        "{stderr}"
-    );
-    let accepted = listener.accept();
-    assert!(
-        matches!(&accepted, Err(error) if error.kind() == std::io::ErrorKind::WouldBlock),
-        "the plugin reached the listener: {accepted:?}"
-    );
-}
-
-#[tokio::test]
 async fn a_call_that_spins_or_traps_fails_and_the_plugin_keeps_serving() {
     let folder = Folder::new();
     folder

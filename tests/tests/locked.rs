@@ -70,6 +70,15 @@ fn locked_mode_demands_pins_and_refuses_to_start_on_any_error() {
         !ok && stderr.contains("locked mode refuses to start: 1 plugin(s)"),
         "{stderr}"
     );
+
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(policy.path(), "locked = true\n").unwrap();
+    let policy = policy.path().to_str().unwrap();
+    let (ok, _, stderr) = listing(&["list", "--plugins", plugins, "--policy", policy]);
+    assert!(
+        !ok && stderr.contains("locked mode refuses to start: 1 plugin(s)"),
+        "the policy file's locked = true was not applied: {stderr}"
+    );
 }
 
 #[test]
@@ -81,7 +90,7 @@ fn the_operator_policy_caps_every_grant() {
         .file("secrets/token", b"t")
         .file(
             "policy.toml",
-            b"directories = [\"allowed\"]\nvariables = [\"RESMUX_OK\"]\nsecret_files = [\"secrets/token\"]\n",
+            b"directories = [\"allowed\"]\nvariables = [\"RESMUX_OK\"]\nsecret_files = [\"secrets/token\"]\nnetwork = [\"https://*.example.com\", \"http://*:*\"]\n",
         )
         .file("plugins/.keep", b"");
     let plugins = folder.path().join("plugins");
@@ -96,13 +105,17 @@ fn the_operator_policy_caps_every_grant() {
     };
     grant(
         "good",
-        "[[files]]\nhost = \"../allowed\"\nguest = \"/data\"\n[env]\nT = { from_file = \"../secrets/token\" }\n",
+        "[[files]]\nhost = \"../allowed\"\nguest = \"/data\"\n[env]\nT = { from_file = \"../secrets/token\" }\n[network]\nallow = [\"https://api.example.com\"]\n",
     );
     grant(
         "sneaky",
         "[[files]]\nhost = \"../allowed/../forbidden\"\nguest = \"/data\"\n",
     );
     grant("greedy", "[[files]]\nhost = \"..\"\nguest = \"/data\"\n");
+    grant(
+        "metadata",
+        "[network]\nallow = [\"http://169.254.169.254\"]\n",
+    );
     grant(
         "nosy",
         "[[files]]\nhost = \"../allowed\"\nguest = \"/data\"\n[env]\nH = { from_env = \"HOME\" }\n",
@@ -128,6 +141,7 @@ fn the_operator_policy_caps_every_grant() {
             folder.path().canonicalize().unwrap().display()
         ),
         "the operator policy allows no grant of host variable HOME".to_owned(),
+        "the operator policy allows no network grant of http://169.254.169.254:80".to_owned(),
     ] {
         assert!(
             stderr.contains(&refusal),

@@ -4,14 +4,6 @@
 
 use resmux_tests::{Folder, RawServer};
 
-async fn read_text(server: &mut RawServer, uri: &str) -> String {
-    let response = server.read(uri).await.unwrap();
-    response["result"]["contents"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{uri}: {response}"))
-        .to_owned()
-}
-
 #[tokio::test]
 async fn files_stay_inside_their_grant_and_read_only_means_read_only() {
     let folder = Folder::new();
@@ -35,7 +27,7 @@ async fn files_stay_inside_their_grant_and_read_only_means_read_only() {
 
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     assert_eq!(
-        read_text(&mut server, "liar://open//data/inside.txt").await,
+        server.read_text("liar://open//data/inside.txt").await,
         "ok: 6 bytes"
     );
     for escape in [
@@ -47,16 +39,16 @@ async fn files_stay_inside_their_grant_and_read_only_means_read_only() {
         "liar://open//data/absolute-link",
         "liar://open//scratch/.keep",
     ] {
-        let outcome = read_text(&mut server, escape).await;
+        let outcome = server.read_text(escape).await;
         assert!(
             outcome.starts_with("error: "),
             "{escape} escaped: {outcome}"
         );
     }
 
-    let refused = read_text(&mut server, "liar://write//data/new.txt").await;
+    let refused = server.read_text("liar://write//data/new.txt").await;
     assert!(refused.starts_with("error: "), "{refused}");
-    let overwrite = read_text(&mut server, "liar://write//data/inside.txt").await;
+    let overwrite = server.read_text("liar://write//data/inside.txt").await;
     assert!(overwrite.starts_with("error: "), "{overwrite}");
     assert!(!folder.path().join("data/new.txt").exists());
     assert_eq!(
@@ -65,14 +57,16 @@ async fn files_stay_inside_their_grant_and_read_only_means_read_only() {
     );
 
     assert_eq!(
-        read_text(&mut server, "scribe://write//scratch/note.txt").await,
+        server.read_text("scribe://write//scratch/note.txt").await,
         "ok"
     );
     assert_eq!(
         std::fs::read_to_string(folder.path().join("scratch/note.txt")).unwrap(),
         "written by liar"
     );
-    let escape = read_text(&mut server, "scribe://write//scratch/../outside/secret.txt").await;
+    let escape = server
+        .read_text("scribe://write//scratch/../outside/secret.txt")
+        .await;
     assert!(escape.starts_with("error: "), "{escape}");
     assert_eq!(std::fs::read(&secret).unwrap(), b"secret");
     server.stop().await.unwrap();
@@ -98,17 +92,11 @@ async fn only_granted_variables_are_visible_and_their_values_stay_out_of_logs() 
     )
     .unwrap();
     server.initialize("2025-11-25").await.unwrap();
-    assert_eq!(
-        read_text(&mut server, "liar://env/TOKEN").await,
-        "token-from-env"
-    );
-    assert_eq!(
-        read_text(&mut server, "liar://env/KEY").await,
-        "key-from-file"
-    );
+    assert_eq!(server.read_text("liar://env/TOKEN").await, "token-from-env");
+    assert_eq!(server.read_text("liar://env/KEY").await, "key-from-file");
     for hidden in ["RESMUX_TEST_TOKEN", "RESMUX_TEST_OTHER", "PATH", "HOME"] {
         assert_eq!(
-            read_text(&mut server, &format!("liar://env/{hidden}")).await,
+            server.read_text(&format!("liar://env/{hidden}")).await,
             "unset"
         );
     }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::policy::{EnvSource, FileGrant, Limits, Policy};
+use crate::policy::{EnvSource, FileGrant, Limits, NetworkGrant, Policy};
 
 /// One plugin's manifest.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -31,6 +31,9 @@ pub struct Manifest {
     /// each value.
     #[serde(default)]
     pub env: BTreeMap<String, EnvSource>,
+    /// Hosts and ports the plugin may reach.
+    #[serde(default)]
+    pub network: NetworkGrant,
     /// Limits overriding the defaults.
     #[serde(default)]
     pub limits: Limits,
@@ -70,6 +73,7 @@ impl Manifest {
         Policy::resolve(
             self.files.clone(),
             self.env.clone(),
+            self.network.clone(),
             self.limits,
             manifest_dir,
         )
@@ -96,6 +100,8 @@ mod tests {
             [env]
             TOKEN = { from_env = "WEATHER_TOKEN" }
             KEY = { from_file = "/run/secrets/key" }
+            [network]
+            allow = ["https://api.example.com", "tcp://10.0.0.5:5432"]
             [limits]
             timeout_ms = 500
             "#,
@@ -123,6 +129,10 @@ mod tests {
             EnvSource::FromFile("/run/secrets/key".into())
         );
         assert_eq!(manifest.limits.memory_mib, Limits::default().memory_mib);
+        assert_eq!(
+            manifest.network.entries()[0].to_string(),
+            "https://api.example.com:443"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 
 use super::CacheArgs;
 use resmux::catalog::Entry;
+use resmux::policy::network::Protocol;
 use resmux::policy::{Ceiling, EnvSource, Policy};
 
 pub async fn inspect(
@@ -72,7 +73,12 @@ pub async fn inspect(
             grant.access
         )?;
     }
-    writeln!(out, "network    none granted")?;
+    if policy.network.entries().is_empty() {
+        writeln!(out, "network    none granted")?;
+    }
+    for entry in policy.network.entries() {
+        writeln!(out, "network    {entry}")?;
+    }
     if policy.env.is_empty() {
         writeln!(out, "env        none granted")?;
     }
@@ -131,6 +137,10 @@ pub async fn inspect(
 fn import_status(import: &str, policy: &Policy) -> &'static str {
     let family = import.split('@').next().unwrap_or(import);
     match family {
+        "wasi:http/outgoing-handler" if !grants(policy, Protocol::is_http) => {
+            "linked; every request denied (no http or https entry)"
+        }
+        "wasi:http/outgoing-handler" => "allowlisted http and https requests only",
         "wasi:sockets/network"
         | "wasi:sockets/instance-network"
         | "wasi:sockets/tcp"
@@ -138,7 +148,17 @@ fn import_status(import: &str, policy: &Policy) -> &'static str {
         | "wasi:sockets/udp"
         | "wasi:sockets/udp-create-socket"
         | "wasi:sockets/ip-name-lookup"
-        | "wasi:http/outgoing-handler" => "linked; every use denied (no network grant)",
+            if !grants(policy, |protocol| !protocol.is_http()) =>
+        {
+            "linked; every use denied (no tcp or udp entry)"
+        }
+        "wasi:sockets/ip-name-lookup" => "any name (a tcp or udp entry exists)",
+        "wasi:sockets/network"
+        | "wasi:sockets/instance-network"
+        | "wasi:sockets/tcp"
+        | "wasi:sockets/tcp-create-socket"
+        | "wasi:sockets/udp"
+        | "wasi:sockets/udp-create-socket" => "allowlisted tcp and udp peers only",
         "wasi:filesystem/preopens" | "wasi:filesystem/types" if policy.files.is_empty() => {
             "linked; no directory granted"
         }
@@ -149,4 +169,12 @@ fn import_status(import: &str, policy: &Policy) -> &'static str {
         "wasi:cli/stdin" => "linked; always empty",
         _ => "provided",
     }
+}
+
+fn grants(policy: &Policy, kind: impl Fn(Protocol) -> bool) -> bool {
+    policy
+        .network
+        .entries()
+        .iter()
+        .any(|entry| kind(entry.protocol))
 }

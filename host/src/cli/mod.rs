@@ -127,8 +127,9 @@ pub struct FolderArgs {
 
 #[derive(ClapArgs)]
 pub struct RulesArgs {
-    /// An operator policy file: the directories, host variables and secret
-    /// files any manifest may grant at most.
+    /// An operator policy file: the directories, host variables, secret files
+    /// and network entries any manifest may grant at most, and whether to run
+    /// locked.
     #[arg(long, env = "RESMUX_POLICY")]
     policy: Option<PathBuf>,
     /// Require a sha256 pin in every manifest and refuse to start on any
@@ -139,9 +140,10 @@ pub struct RulesArgs {
 
 impl RulesArgs {
     fn rules(&self) -> Result<catalog::Rules> {
+        let ceiling = self.policy.as_deref().map(Ceiling::read).transpose()?;
         Ok(catalog::Rules {
-            locked: self.locked,
-            ceiling: self.policy.as_deref().map(Ceiling::read).transpose()?,
+            locked: self.locked || ceiling.as_ref().is_some_and(Ceiling::locked),
+            ceiling,
         })
     }
 }

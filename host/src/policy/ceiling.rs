@@ -1,10 +1,14 @@
 //! The operator's ceiling: what may ever be granted to any plugin, from an
-//! operator policy file. A plugin whose manifest grants more is refused.
+//! operator policy file. A plugin whose manifest grants more is refused. The
+//! same file can demand locked mode, so a deployment cannot be started
+//! unlocked by leaving out a flag.
 //!
 //! ```toml
+//! locked = true                          # as if --locked were always given
 //! directories = ["/srv/resmux"]          # file grants must lie inside one
 //! variables = ["WEATHER_TOKEN"]          # host variables env grants may read
 //! secret_files = ["/run/secrets/db"]     # files env grants may read
+//! network = ["https://*.example.com"]    # what network entries may allow
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -14,17 +18,22 @@ use serde::Deserialize;
 
 use super::Policy;
 use super::environment::Source;
+use super::network::Endpoint;
 
 /// What may ever be granted.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ceiling {
     #[serde(default)]
+    locked: bool,
+    #[serde(default)]
     directories: Vec<PathBuf>,
     #[serde(default)]
     variables: Vec<String>,
     #[serde(default)]
     secret_files: Vec<PathBuf>,
+    #[serde(default)]
+    network: Vec<Endpoint>,
 }
 
 impl Ceiling {
@@ -52,10 +61,17 @@ impl Ceiling {
                 .collect()
         };
         Ok(Self {
+            locked: ceiling.locked,
             directories: canonical(ceiling.directories)?,
             variables: ceiling.variables,
             secret_files: canonical(ceiling.secret_files)?,
+            network: ceiling.network,
         })
+    }
+
+    /// Whether the operator demands locked mode.
+    pub fn locked(&self) -> bool {
+        self.locked
     }
 
     /// Refuses a policy that grants what the ceiling does not allow.
@@ -88,6 +104,11 @@ impl Ceiling {
                     }
                 }
                 Source::FromEnv(_) => {}
+            }
+        }
+        for entry in policy.network.entries() {
+            if !self.network.iter().any(|allowed| allowed.covers(entry)) {
+                bail!("the operator policy allows no network grant of {entry}");
             }
         }
         Ok(())

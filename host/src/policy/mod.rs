@@ -14,6 +14,7 @@ pub mod network;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Result;
 use wasmtime_wasi::WasiCtxBuilder;
@@ -22,12 +23,14 @@ pub use ceiling::Ceiling;
 pub use environment::{EnvGrant, Source as EnvSource};
 pub use files::FileGrant;
 pub use limits::Limits;
+pub use network::NetworkGrant;
 
 /// Everything one plugin may do, resolved against the manifest's folder.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     pub files: Vec<FileGrant>,
     pub env: Vec<EnvGrant>,
+    pub network: NetworkGrant,
     pub limits: Limits,
 }
 
@@ -37,6 +40,7 @@ impl Policy {
     pub fn resolve(
         files: Vec<FileGrant>,
         env: BTreeMap<String, EnvSource>,
+        network: NetworkGrant,
         limits: Limits,
         manifest_dir: &Path,
     ) -> Result<Self> {
@@ -49,12 +53,19 @@ impl Policy {
             .map(|(name, source)| EnvGrant::resolve(name, source, manifest_dir))
             .collect::<Result<_>>()?;
         limits.validate()?;
-        Ok(Self { files, env, limits })
+        Ok(Self {
+            files,
+            env,
+            network,
+            limits,
+        })
     }
 
-    /// Applies every capability to the WASI context of a new instance.
-    pub fn configure(&self, wasi: &mut WasiCtxBuilder) -> Result<()> {
-        network::configure(wasi);
+    /// Applies every capability to the WASI context of a new instance of
+    /// `plugin`; the HTTP half of the network grant is applied by
+    /// [`network::HttpPolicy`].
+    pub fn configure(&self, plugin: &Arc<str>, wasi: &mut WasiCtxBuilder) -> Result<()> {
+        self.network.configure(plugin, wasi);
         for grant in &self.env {
             grant.configure(wasi);
         }

@@ -111,15 +111,17 @@ impl WasmPlugin {
         wasi.allow_blocking_current_thread(true)
             .stdout(PluginOutput::stdout(self.name.clone()))
             .stderr(PluginOutput::stderr(self.name.clone()));
-        self.policy.configure(&mut wasi).map_err(|error| {
-            ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
-        })?;
+        self.policy
+            .configure(&self.name, &mut wasi)
+            .map_err(|error| {
+                ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
+            })?;
         let mut store = Store::new(
             self.pre.engine(),
             PluginState {
                 wasi: wasi.build(),
                 http: WasiHttpCtx::new(),
-                http_policy: HttpPolicy,
+                http_policy: HttpPolicy::new(self.name.clone(), self.policy.network.clone()),
                 table: ResourceTable::new(),
                 limiter: self.policy.limits.limiter(EPOCH_TICK),
             },

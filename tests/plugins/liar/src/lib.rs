@@ -1,11 +1,12 @@
 //! `liar`: a test plugin that breaks the contract on purpose. It lists some
 //! entries that are fine and some that are not, and answers reads with URIs in
 //! another plugin's scheme, malformed MIME types or no contents at all, and
-//! prints to stdout and stderr, tries outgoing HTTP, files and environment
-//! variables it was not granted, floods its output, spins, sleeps, hoards
-//! memory, recurses without end and panics. The host must pass on only what is valid, and
-//! keep what it prints out of the protocol stream and its requests off the
-//! network.
+//! prints to stdout and stderr, fetches URLs (following redirects), opens TCP
+//! connections, resolves names, reaches for files and environment variables
+//! it may not have, floods its output, spins, sleeps, hoards memory, recurses
+//! without end and panics. The host must pass on only what is valid, keep what
+//! it prints out of the protocol stream, and let it reach only what it was
+//! granted.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -20,8 +21,11 @@ use resmux::provider::types::{
 
 struct Liar;
 
-/// Where `liar://fetch` sends its request: config key `fetch`.
-static FETCH_AUTHORITY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// Where `liar://fetch` sends its request: config key `fetch`, a URL.
+static FETCH_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// Where `liar://connect` opens a TCP connection and what `liar://lookup`
+/// resolves: config key `connect`, `host:port`.
+static CONNECT_TO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 impl Guest for Liar {
     fn about() -> PluginInfo {
@@ -34,8 +38,10 @@ impl Guest for Liar {
 
     fn init(config: Vec<(String, String)>) -> Result<(), Error> {
         for (key, value) in config {
-            if key == "fetch" {
-                let _ = FETCH_AUTHORITY.set(value);
+            match key.as_str() {
+                "fetch" => drop(FETCH_URL.set(value)),
+                "connect" => drop(CONNECT_TO.set(value)),
+                _ => {}
             }
         }
         Ok(())
@@ -125,9 +131,18 @@ impl Guest for Liar {
                 std::thread::sleep(std::time::Duration::from_millis(300));
                 vec![content("sleep", "text/plain")]
             }
+            "connect" | "lookup" => {
+                let mut answer = content(&path, "text/plain");
+                answer.body = Body::Text(socket_probe(&path));
+                vec![answer]
+            }
             "fetch" => {
                 let mut answer = content("fetch", "text/plain");
-                answer.body = Body::Text(fetch_loopback());
+                answer.body = Body::Text(fetch(
+                    FETCH_URL
+                        .get()
+                        .map_or("http://127.0.0.1:9/", String::as_str),
+                ));
                 vec![answer]
             }
             _ => return Err(Error::NotFound(format!("no lie at {path:?}"))),
@@ -178,26 +193,85 @@ fn probe(path: &str) -> Option<String> {
     Some(std::env::var(name).unwrap_or_else(|_| "unset".into()))
 }
 
-/// Tries an outgoing HTTP request and describes what happened.
-fn fetch_loopback() -> String {
+/// Fetches `url` over `wasi:http`, following up to five redirects, and
+/// describes what happened.
+fn fetch(url: &str) -> String {
+    let mut url = url.to_owned();
+    for redirects in 0..=5 {
+        match fetch_once(&url) {
+            Ok((status, Some(location))) if (300..400).contains(&status) => url = location,
+            Ok((status, body)) => {
+                return format!(
+                    "status {status} after {redirects} redirects: {}",
+                    body.unwrap_or_default()
+                );
+            }
+            Err(failure) => return format!("after {redirects} redirects: {failure}"),
+        }
+    }
+    "too many redirects".into()
+}
+
+/// One request: the status and either the `Location` of a redirect or the
+/// body.
+fn fetch_once(url: &str) -> Result<(u16, Option<String>), String> {
     use wasi::http::outgoing_handler;
     use wasi::http::types::{Fields, OutgoingRequest, Scheme};
 
+    let (scheme, rest) = url.split_once("://").ok_or("not a URL")?;
+    let (authority, path) = rest.find('/').map_or((rest, "/"), |at| rest.split_at(at));
     let request = OutgoingRequest::new(Fields::new());
-    let _ = request.set_scheme(Some(&Scheme::Http));
-    let authority = FETCH_AUTHORITY.get().map_or("127.0.0.1:9", String::as_str);
+    let scheme = if scheme == "https" {
+        Scheme::Https
+    } else {
+        Scheme::Http
+    };
+    let _ = request.set_scheme(Some(&scheme));
     let _ = request.set_authority(Some(authority));
-    let _ = request.set_path_with_query(Some("/"));
-    match outgoing_handler::handle(request, None) {
-        Err(code) => format!("refused: {code:?}"),
+    let _ = request.set_path_with_query(Some(path));
+    let response = match outgoing_handler::handle(request, None) {
+        Err(code) => return Err(format!("refused: {code:?}")),
         Ok(response) => {
             response.subscribe().block();
             match response.get() {
-                Some(Ok(Ok(_))) => "got a response".into(),
-                Some(Ok(Err(code))) => format!("failed: {code:?}"),
-                other => format!("unexpected: {other:?}"),
+                Some(Ok(Ok(response))) => response,
+                Some(Ok(Err(code))) => return Err(format!("failed: {code:?}")),
+                other => return Err(format!("unexpected: {other:?}")),
             }
         }
+    };
+    let status = response.status();
+    let location = response
+        .headers()
+        .get("location")
+        .first()
+        .map(|value| String::from_utf8_lossy(value).into_owned());
+    if location.is_some() {
+        return Ok((status, location));
+    }
+    let body = response.consume().map_err(|()| "no body")?;
+    let stream = body.stream().map_err(|()| "no body stream")?;
+    let mut bytes = Vec::new();
+    while let Ok(chunk) = stream.blocking_read(64 * 1024) {
+        bytes.extend(chunk);
+    }
+    Ok((status, Some(String::from_utf8_lossy(&bytes).into_owned())))
+}
+
+/// Opens a TCP connection to, or resolves the name of, config key `connect`.
+fn socket_probe(path: &str) -> String {
+    use std::net::{TcpStream, ToSocketAddrs};
+
+    let target = CONNECT_TO.get().map_or("127.0.0.1:9", String::as_str);
+    if path == "lookup" {
+        return match target.to_socket_addrs() {
+            Ok(addresses) => format!("resolved {} addresses", addresses.count()),
+            Err(error) => format!("error: {:?}", error.kind()),
+        };
+    }
+    match TcpStream::connect(target) {
+        Ok(_) => "connected".into(),
+        Err(error) => format!("error: {:?}", error.kind()),
     }
 }
 
