@@ -73,6 +73,78 @@ async fn files_stay_inside_their_grant_and_read_only_means_read_only() {
 }
 
 #[tokio::test]
+async fn a_single_file_grant_shows_that_file_and_nothing_beside_it() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest(
+            "liar",
+            "[[files]]\nhost = \"etc/app.toml\"\nguest = \"/config/app.toml\"\n",
+        )
+        .manifest(
+            "scribe",
+            "component = \"liar.wasm\"\n[[files]]\nhost = \"state/log.txt\"\nguest = \"/state/log.txt\"\naccess = \"read-write\"\n",
+        )
+        .manifest(
+            "crowded",
+            "component = \"liar.wasm\"\n[[files]]\nhost = \"etc/app.toml\"\nguest = \"/config/app.toml\"\n[[files]]\nhost = \"etc/other.toml\"\nguest = \"/config/other.toml\"\n",
+        )
+        .file("etc/app.toml", b"port = 1")
+        .file("etc/other.toml", b"secret = true")
+        .file("state/log.txt", b"");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    assert_eq!(
+        server.read_text("liar://open//config/app.toml").await,
+        "ok: 8 bytes"
+    );
+    for escape in [
+        "liar://open//config/other.toml",
+        "liar://open//config/../etc/other.toml",
+        "liar://write//config/app.toml",
+        "liar://write//config/new.toml",
+    ] {
+        let outcome = server.read_text(escape).await;
+        assert!(outcome.starts_with("error: "), "{escape}: {outcome}");
+    }
+    assert_eq!(
+        std::fs::read(folder.path().join("etc/app.toml")).unwrap(),
+        b"port = 1"
+    );
+
+    let app = folder.path().join("etc/app.toml");
+    std::fs::write(&app, "port = 10").unwrap();
+    assert_eq!(
+        server.read_text("liar://open//config/app.toml").await,
+        "ok: 9 bytes",
+        "an edit in place is visible"
+    );
+    let replacement = folder.path().join("etc/app.toml.new");
+    std::fs::write(&replacement, "port = 100").unwrap();
+    std::fs::rename(&replacement, &app).unwrap();
+    assert_eq!(
+        server.read_text("liar://open//config/app.toml").await,
+        "ok: 10 bytes",
+        "a replaced file is visible"
+    );
+
+    assert_eq!(
+        server.read_text("scribe://write//state/log.txt").await,
+        "ok"
+    );
+    assert_eq!(
+        std::fs::read_to_string(folder.path().join("state/log.txt")).unwrap(),
+        "written by liar"
+    );
+    let crowded = server.read("crowded://honest").await.unwrap();
+    assert_eq!(crowded["error"]["code"], -32002, "{crowded}");
+    let stderr = server.stop().await.unwrap();
+    assert!(
+        stderr.contains("both appear at guest directory \"/config\""),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn only_granted_variables_are_visible_and_their_values_stay_out_of_logs() {
     let folder = Folder::new();
     folder
@@ -128,7 +200,7 @@ async fn a_grant_that_cannot_be_resolved_keeps_the_plugin_out() {
         .plugin("memo", "notes")
         .manifest(
             "memo",
-            "[[files]]\nhost = \"memo.toml\"\nguest = \"/data\"\n",
+            "[[files]]\nhost = \"memo.toml\"\nguest = \"/\"\n",
         );
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let read = server.read("liar://honest").await.unwrap();
@@ -137,7 +209,7 @@ async fn a_grant_that_cannot_be_resolved_keeps_the_plugin_out() {
     for expected in [
         "variable TOKEN is granted from host variable RESMUX_TEST_SURELY_UNSET, which is not set",
         "missing cannot be opened",
-        "memo.toml is not a directory",
+        "guest path \"/\" of a file grant must name a file",
     ] {
         assert!(
             stderr.contains(expected),

@@ -67,7 +67,8 @@ pub async fn inspect(
     for grant in &policy.files {
         writeln!(
             out,
-            "files      {} -> {} ({:?})",
+            "files      {} {} -> {} ({:?})",
+            if grant.is_file() { "file" } else { "directory" },
             grant.host.display(),
             grant.guest,
             grant.access
@@ -162,7 +163,7 @@ fn import_status(import: &str, policy: &Policy) -> &'static str {
         "wasi:filesystem/preopens" | "wasi:filesystem/types" if policy.files.is_empty() => {
             "linked; no directory granted"
         }
-        "wasi:filesystem/preopens" | "wasi:filesystem/types" => "granted directories only",
+        "wasi:filesystem/preopens" | "wasi:filesystem/types" => "granted paths only",
         "wasi:cli/environment" if policy.env.is_empty() => "linked; empty environment",
         "wasi:cli/environment" => "granted variables only",
         "wasi:cli/stdout" | "wasi:cli/stderr" => "captured into resmux's log",

@@ -44,10 +44,11 @@ impl Policy {
         limits: Limits,
         manifest_dir: &Path,
     ) -> Result<Self> {
-        let files = files
+        let files: Vec<FileGrant> = files
             .into_iter()
             .map(|grant| grant.resolve(manifest_dir))
             .collect::<Result<_>>()?;
+        files::check_distinct(&files)?;
         let env = env
             .into_iter()
             .map(|(name, source)| EnvGrant::resolve(name, source, manifest_dir))
