@@ -73,6 +73,41 @@ async fn two_plugins_on_one_scheme_are_both_refused() {
 }
 
 #[tokio::test]
+async fn a_read_is_held_to_what_a_fresh_listing_promised() {
+    let folder = Folder::new();
+    folder.plugin("liar", "liar");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    assert_eq!(
+        server.read_text("liar://grows").await,
+        "a lie that grew",
+        "nothing was promised before a listing"
+    );
+    let listed = server.request("resources/list", json!({})).await.unwrap();
+    let grows = &listed["result"]["resources"][1];
+    assert_eq!(
+        (&grows["uri"], &grows["size"]),
+        (&json!("liar://grows"), &json!(5)),
+        "{listed}"
+    );
+    for (uri, lie) in [
+        (
+            "liar://grows",
+            "its listing said liar://grows has 5 bytes, but the read returned 15",
+        ),
+        (
+            "liar://retyped",
+            "its listing said liar://retyped is text/plain, but the read returned image/png",
+        ),
+    ] {
+        let read = server.read(uri).await.unwrap();
+        assert_eq!(read["error"]["code"], -32603, "{read}");
+        assert!(error_message(&read).contains(lie), "{read}");
+    }
+    let stderr = server.stop().await.unwrap();
+    assert!(stderr.contains("refused a plugin's answer"), "{stderr}");
+}
+
+#[tokio::test]
 async fn answers_that_break_the_contract_never_reach_the_client() {
     let folder = Folder::new();
     folder.plugin("liar", "liar").plugin("notes", "notes");
@@ -85,8 +120,17 @@ async fn answers_that_break_the_contract_never_reach_the_client() {
             .filter(|uri| uri.starts_with("liar://"))
             .collect();
         // The repeated page is listed once, then the plugin is passed over.
-        assert_eq!(liar_uris, ["liar://honest", "liar://again"], "{era:?}");
-        assert_eq!(resources.len(), 7, "{era:?}: the notes are all listed");
+        assert_eq!(
+            liar_uris,
+            [
+                "liar://honest",
+                "liar://grows",
+                "liar://retyped",
+                "liar://again"
+            ],
+            "{era:?}"
+        );
+        assert_eq!(resources.len(), 9, "{era:?}: the notes are all listed");
 
         let templates = client.list_all_resource_templates().await.unwrap();
         let liar_templates: Vec<&str> = templates
@@ -96,7 +140,14 @@ async fn answers_that_break_the_contract_never_reach_the_client() {
             .collect();
         assert_eq!(liar_templates, ["liar://item/{id}"], "{era:?}");
 
-        for path in ["other-scheme", "bad-mime", "bad-meta", "empty"] {
+        for path in [
+            "other-scheme",
+            "bad-mime",
+            "bad-meta",
+            "empty",
+            "grows",
+            "retyped",
+        ] {
             let uri = format!("liar://{path}");
             let error = mcp_error(
                 client

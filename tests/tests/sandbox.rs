@@ -198,10 +198,7 @@ async fn a_grant_that_cannot_be_resolved_keeps_the_plugin_out() {
             "[[files]]\nhost = \"missing\"\nguest = \"/data\"\n",
         )
         .plugin("memo", "notes")
-        .manifest(
-            "memo",
-            "[[files]]\nhost = \"memo.toml\"\nguest = \"/\"\n",
-        );
+        .manifest("memo", "[[files]]\nhost = \"memo.toml\"\nguest = \"/\"\n");
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let read = server.read("liar://honest").await.unwrap();
     assert_eq!(read["error"]["code"], -32002, "{read}");

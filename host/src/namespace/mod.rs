@@ -7,12 +7,14 @@
 //! JSON-RPC or of Wasm.
 
 pub mod cursor;
+pub mod promises;
 pub mod uri;
 pub mod validate;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -24,6 +26,7 @@ use crate::contract::{
 };
 use crate::policy::Limits;
 use cursor::{CursorSeal, Listing, Position};
+use promises::Promises;
 use uri::SyntaxError;
 use validate::JsonObject;
 
@@ -110,6 +113,7 @@ pub const DEFAULT_CACHE: CacheHint = CacheHint {
 struct Mount {
     provider: Arc<dyn Provider>,
     limits: Limits,
+    promises: Promises,
 }
 
 /// Providers by scheme.
@@ -141,8 +145,14 @@ impl Namespace {
         if self.mounts.contains_key(scheme) {
             return Err(format!("scheme {scheme:?} is already served"));
         }
-        self.mounts
-            .insert(scheme.to_owned(), Mount { provider, limits });
+        self.mounts.insert(
+            scheme.to_owned(),
+            Mount {
+                provider,
+                limits,
+                promises: Promises::default(),
+            },
+        );
         Ok(())
     }
 
@@ -206,8 +216,14 @@ impl Namespace {
                 if let Some(mime) = &content.mime_type {
                     validate::mime_type(mime)?;
                 }
+                let content_uri = format!("{scheme}://{}", content.path);
+                mount.promises.check(
+                    &content_uri,
+                    content.body.byte_count() as u64,
+                    content.mime_type.as_deref(),
+                )?;
                 Ok(Contents {
-                    uri: format!("{scheme}://{}", content.path),
+                    uri: content_uri,
                     mime_type: content.mime_type,
                     body: content.body,
                     meta: content.meta.as_deref().map(validate::meta).transpose()?,
@@ -374,13 +390,18 @@ impl Namespace {
                 next = self.after(listing, scheme);
                 continue;
             }
-            cache = Some(merge_cache(cache, page.cache.unwrap_or(DEFAULT_CACHE)));
+            let page_cache = page.cache.unwrap_or(DEFAULT_CACHE);
+            cache = Some(merge_cache(cache, page_cache));
+            let promised_for = Duration::from_millis(page_cache.ttl_ms);
             let page_length = page.items.len();
             let room = self.page_size - items.len();
             let taken = page_length.saturating_sub(position.skip).min(room);
             for entry in page.items.into_iter().skip(position.skip).take(taken) {
                 match entry.admit(scheme) {
-                    Ok(item) => items.push(item),
+                    Ok(item) => {
+                        T::promise(&item, &mount.promises, promised_for);
+                        items.push(item)
+                    }
                     Err(reason) => {
                         tracing::warn!(scheme, "listing dropped an invalid entry: {reason}")
                     }
@@ -431,6 +452,8 @@ pub trait Listable: Sized + Send {
     ) -> BoxFuture<'_, Result<Page<Self>, ProviderError>>;
     /// Validates the entry and puts it under `scheme`.
     fn admit(self, scheme: &str) -> Result<Self::Admitted, String>;
+    /// Records what a listed entry promises about later reads, for `ttl`.
+    fn promise(_item: &Self::Admitted, _promises: &Promises, _ttl: Duration) {}
 }
 
 impl Listable for ResourceEntry {
@@ -454,6 +477,15 @@ impl Listable for ResourceEntry {
             metadata: self.metadata,
             meta,
         })
+    }
+
+    fn promise(item: &Resource, promises: &Promises, ttl: Duration) {
+        promises.record(
+            &item.uri,
+            item.size,
+            item.metadata.mime_type.as_deref(),
+            ttl,
+        );
     }
 }
 

@@ -15,8 +15,8 @@ wit_bindgen::generate!({
 
 use exports::resmux::provider::provider::Guest;
 use resmux::provider::types::{
-    Body, ChangeReport, Completion, CompletionRequest, Content, Error, PluginInfo, ReadResult,
-    Resource, ResourcePage, Template, TemplatePage,
+    Body, CacheHint, CacheScope, ChangeReport, Completion, CompletionRequest, Content, Error,
+    PluginInfo, ReadResult, Resource, ResourcePage, Template, TemplatePage,
 };
 
 struct Liar;
@@ -63,9 +63,18 @@ impl Guest for Liar {
                 resource("test://static-text", None),
                 resource("bad-mime", Some("not a mime type")),
                 resource("with space", None),
+                Resource {
+                    size: Some(5),
+                    ..resource("grows", Some("text/plain"))
+                },
+                resource("retyped", Some("text/plain")),
             ],
             next_cursor: Some("forever".into()),
-            cache: None,
+            // The listing vouches for sizes and types for a minute.
+            cache: Some(CacheHint {
+                ttl_ms: 60_000,
+                scope: CacheScope::Public,
+            }),
         })
     }
 
@@ -104,6 +113,12 @@ impl Guest for Liar {
                 vec![content("honest", "text/plain")]
             }
             "other-scheme" => vec![content("test://static-text", "text/plain")],
+            "grows" => {
+                let mut grown = content("grows", "text/plain");
+                grown.body = Body::Text("a lie that grew".into());
+                vec![grown]
+            }
+            "retyped" => vec![content("retyped", "image/png")],
             "bad-mime" => vec![content("bad-mime", "not a mime type")],
             "bad-meta" => vec![Content {
                 meta: Some("[1, 2]".into()),
