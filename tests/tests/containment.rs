@@ -252,7 +252,15 @@ async fn memory_and_stack_limits_stop_a_call_and_are_named() {
     let folder = Folder::new();
     folder
         .plugin("liar", "liar")
-        .manifest("liar", "[limits]\nmemory_mib = 64\n");
+        .manifest("liar", "[limits]\nmemory_mib = 64\n")
+        .manifest(
+            "shallow",
+            "component = \"liar.wasm\"\n[limits]\nstack_kib = 64\n",
+        )
+        .manifest(
+            "deep",
+            "component = \"liar.wasm\"\n[limits]\nstack_kib = 4096\n",
+        );
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let hog = server.read("liar://hog").await.unwrap();
     assert_eq!(hog["error"]["code"], -32603, "{hog}");
@@ -261,10 +269,20 @@ async fn memory_and_stack_limits_stop_a_call_and_are_named() {
         message.contains("plugin liar exceeded its memory limit of 64 MiB in read"),
         "{message}"
     );
-    let deep = server.read("liar://recurse").await.unwrap();
-    let message = error_message(&deep);
+    let endless = server.read("liar://recurse").await.unwrap();
+    let message = error_message(&endless);
     assert!(
-        message.contains("plugin liar trapped in read") && message.contains("stack"),
+        message.contains("plugin liar exceeded its stack limit of 512 KiB in read"),
+        "{message}"
+    );
+    assert_eq!(
+        server.read_text("deep://recurse/10000").await,
+        "depth 10000"
+    );
+    let shallow = server.read("shallow://recurse/10000").await.unwrap();
+    let message = error_message(&shallow);
+    assert!(
+        message.contains("plugin shallow exceeded its stack limit of 64 KiB in read"),
         "{message}"
     );
     let honest = server.read("liar://honest").await.unwrap();

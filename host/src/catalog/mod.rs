@@ -219,6 +219,12 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     if rules.locked && entry.manifest.sha256.is_none() {
         bail!("locked mode requires a sha256 pin in its manifest");
     }
+    let manifest_dir = entry.manifest_dir();
+    let policy = entry.manifest.policy(manifest_dir)?;
+    if let Some(ceiling) = &rules.ceiling {
+        ceiling.check(&policy, manifest_dir)?;
+    }
+    let runtime = runtime.with_stack(policy.limits.stack_kib)?;
     let bytes = std::fs::read(&entry.component)
         .with_context(|| format!("cannot read {}", entry.component.display()))?;
     let compiler = runtime.clone();
@@ -232,11 +238,6 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
             "its sha256 is {}, but the manifest pins {expected}",
             compiled.digest
         );
-    }
-    let manifest_dir = entry.manifest_dir();
-    let policy = entry.manifest.policy(manifest_dir)?;
-    if let Some(ceiling) = &rules.ceiling {
-        ceiling.check(&policy, manifest_dir)?;
     }
     let config = entry.manifest.config_pairs()?;
     let plugin = runtime.plugin(&entry.scheme, &compiled.component, policy, config)?;

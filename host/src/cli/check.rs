@@ -30,7 +30,14 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
         Ok(bytes) => bytes,
         Err(error) => return report.fail(format!("cannot read {}: {error}", component.display())),
     };
-    let runtime = cache.runtime()?;
+    let (policy, config) = match (
+        manifest.policy(entry.manifest_dir()),
+        manifest.config_pairs(),
+    ) {
+        (Ok(policy), Ok(config)) => (policy, config),
+        (Err(error), _) | (_, Err(error)) => return report.fail(format!("manifest: {error:#}")),
+    };
+    let runtime = cache.runtime()?.with_stack(policy.limits.stack_kib)?;
     let compiled = match runtime.compile(&bytes) {
         Ok(compiled) => compiled,
         Err(error) => return report.fail(format!("not a loadable component: {error:#}")),
@@ -40,13 +47,6 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
         bytes.len(),
         compiled.digest
     ));
-    let (policy, config) = match (
-        manifest.policy(entry.manifest_dir()),
-        manifest.config_pairs(),
-    ) {
-        (Ok(policy), Ok(config)) => (policy, config),
-        (Err(error), _) | (_, Err(error)) => return report.fail(format!("manifest: {error:#}")),
-    };
     let plugin = match runtime.plugin(scheme, &compiled.component, policy, config) {
         Ok(plugin) => plugin,
         Err(error) => return report.fail(format!("{error:#}")),

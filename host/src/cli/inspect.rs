@@ -19,7 +19,9 @@ pub async fn inspect(
 ) -> Result<()> {
     let entry = Entry::for_component(component, manifest)?;
     let manifest = &entry.manifest;
-    let runtime = cache.runtime()?;
+    let manifest_dir = entry.manifest_dir();
+    let policy = manifest.policy(manifest_dir)?;
+    let runtime = cache.runtime()?.with_stack(policy.limits.stack_kib)?;
     let bytes =
         std::fs::read(component).with_context(|| format!("cannot read {}", component.display()))?;
     let compiled = runtime
@@ -40,8 +42,6 @@ pub async fn inspect(
     for name in &exports {
         writeln!(out, "  {name}")?;
     }
-    let manifest_dir = entry.manifest_dir();
-    let policy = manifest.policy(manifest_dir)?;
     writeln!(out, "imports")?;
     for name in &imports {
         writeln!(out, "  {name:<45} {}", import_status(name, &policy))?;
@@ -99,9 +99,10 @@ pub async fn inspect(
     let limits = policy.limits;
     writeln!(
         out,
-        "limits     memory {} MiB, tables {} elements, CPU {} ms and wall clock {} ms per call, {} calls at once",
+        "limits     memory {} MiB, tables {} elements, stack {} KiB, CPU {} ms and wall clock {} ms per call, {} calls at once",
         limits.memory_mib,
         limits.table_elements,
+        limits.stack_kib,
         limits.cpu_ms,
         limits.timeout_ms,
         limits.concurrent_calls

@@ -1,7 +1,8 @@
-//! The limits one plugin runs under: memory, tables, time, concurrency and
-//! answer size.
+//! The limits one plugin runs under: memory, tables, stack, time, concurrency
+//! and answer size.
 //!
-//! The runtime applies memory, tables (through [`StoreLimiter`]), time and
+//! The runtime applies memory, tables (through [`StoreLimiter`]), stack (by
+//! running the plugin on an engine with that stack size), time and
 //! concurrency to every call; the namespace applies the size limits to every
 //! answer before it reaches a client.
 
@@ -19,6 +20,8 @@ pub struct Limits {
     pub memory_mib: u64,
     /// Elements one table of an instance may grow to.
     pub table_elements: u64,
+    /// Stack the plugin's code may use, in KiB; deep recursion past it traps.
+    pub stack_kib: u32,
     /// Time one call may spend running the plugin's own code, in
     /// milliseconds (waiting on the host does not count).
     pub cpu_ms: u64,
@@ -38,6 +41,7 @@ impl Default for Limits {
         Self {
             memory_mib: 256,
             table_elements: 200_000,
+            stack_kib: DEFAULT_STACK_KIB,
             cpu_ms: 5_000,
             timeout_ms: 10_000,
             concurrent_calls: 8,
@@ -47,9 +51,23 @@ impl Default for Limits {
     }
 }
 
+/// The default stack limit, wasmtime's own default.
+pub const DEFAULT_STACK_KIB: u32 = 512;
+
+/// The range a stack limit must lie in.
+const STACK_KIB_RANGE: std::ops::RangeInclusive<u32> = 64..=16_384;
+
 impl Limits {
     /// Rejects limits that could never let a call succeed.
     pub fn validate(&self) -> Result<()> {
+        if !STACK_KIB_RANGE.contains(&self.stack_kib) {
+            bail!(
+                "stack_kib must lie between {} and {}, not {}",
+                STACK_KIB_RANGE.start(),
+                STACK_KIB_RANGE.end(),
+                self.stack_kib
+            );
+        }
         if self.memory_mib == 0
             || self.table_elements == 0
             || self.cpu_ms == 0

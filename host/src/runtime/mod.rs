@@ -1,6 +1,6 @@
-//! Running plugins: one wasmtime engine with the component model, the compile
-//! cache, and [`WasmPlugin`], which calls a component's exports under its
-//! policy's limits.
+//! Running plugins: wasmtime engines with the component model (one per stack
+//! limit in use), the compile cache, and [`WasmPlugin`], which calls a
+//! component's exports under its policy's limits.
 //!
 //! The runtime knows nothing of schemes or MCP: it turns component bytes into a
 //! [`crate::contract::Provider`].
@@ -11,7 +11,8 @@ mod health;
 mod output;
 mod plugin;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -24,19 +25,27 @@ pub use cache::{CompileCache, Origin};
 pub use plugin::WasmPlugin;
 
 use crate::policy::Policy;
+use crate::policy::limits::DEFAULT_STACK_KIB;
 use plugin::PluginState;
 
 /// How often the engine's epoch advances; the granularity of time limits.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// The engine every plugin runs on, with all of WASI 0.2 (`wasi:http`
-/// included) linked once; the policy decides what each call may use.
+/// The engine plugins run on, with all of WASI 0.2 (`wasi:http` included)
+/// linked once; the policy decides what each call may use. The stack limit
+/// is a setting of the engine, so each stack size in use gets an engine of
+/// its own, shared by every plugin with that limit (most plugins keep the
+/// default, and so share one).
 #[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
     linker: Arc<Linker<PluginState>>,
     cache: CompileCache,
+    engines: Arc<Mutex<HashMap<u32, (Engine, Arc<Linker<PluginState>>)>>>,
 }
+
+/// Stack above the plugin's own that a call's fiber keeps for the host.
+const HOST_STACK: usize = 1536 * 1024;
 
 /// A component compiled and checked against the contract, not yet started.
 pub struct Compiled {
@@ -48,19 +57,39 @@ pub struct Compiled {
 }
 
 impl Runtime {
-    /// Creates the engine and starts the clock that drives time limits.
+    /// Creates the engine for the default stack limit.
     pub fn new(cache: CompileCache) -> Result<Self> {
-        let mut config = Config::new();
-        config.wasm_component_model(true).epoch_interruption(true);
-        let engine = Engine::new(&config)?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        spawn_epoch_clock(&engine);
+        let (engine, linker) = new_engine(DEFAULT_STACK_KIB)?;
+        let engines = HashMap::from([(DEFAULT_STACK_KIB, (engine.clone(), linker.clone()))]);
         Ok(Self {
             engine,
-            linker: Arc::new(linker),
+            linker,
             cache,
+            engines: Arc::new(Mutex::new(engines)),
+        })
+    }
+
+    /// The runtime whose engine gives plugins `stack_kib` KiB of stack; the
+    /// engine is created on first use, with the clock that drives its time
+    /// limits.
+    pub fn with_stack(&self, stack_kib: u32) -> Result<Self> {
+        let mut engines = self
+            .engines
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let (engine, linker) = match engines.get(&stack_kib) {
+            Some(engined) => engined.clone(),
+            None => {
+                let engined = new_engine(stack_kib)?;
+                engines.insert(stack_kib, engined.clone());
+                engined
+            }
+        };
+        Ok(Self {
+            engine,
+            linker,
+            cache: self.cache.clone(),
+            engines: self.engines.clone(),
         })
     }
 
@@ -104,6 +133,23 @@ impl Runtime {
         let exports = ty.exports(&self.engine).map(|(name, _)| name.to_owned());
         (imports.collect(), exports.collect())
     }
+}
+
+/// An engine whose plugins get `stack_kib` KiB of stack, and its linker.
+fn new_engine(stack_kib: u32) -> Result<(Engine, Arc<Linker<PluginState>>)> {
+    let stack = stack_kib as usize * 1024;
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(stack)
+        .async_stack_size(stack + HOST_STACK);
+    let engine = Engine::new(&config)?;
+    let mut linker = Linker::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    spawn_epoch_clock(&engine);
+    Ok((engine, Arc::new(linker)))
 }
 
 /// Advances the engine's epoch until the engine is dropped.

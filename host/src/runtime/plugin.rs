@@ -247,6 +247,10 @@ impl WasmPlugin {
                 self.name, limits.cpu_ms
             ),
             None => match error.downcast_ref::<Trap>() {
+                Some(Trap::StackOverflow) => format!(
+                    "plugin {} exceeded its stack limit of {} KiB in {operation}",
+                    self.name, limits.stack_kib
+                ),
                 Some(trap) => format!("plugin {} trapped in {operation}: {trap}", self.name),
                 None => format!("plugin {} failed in {operation}: {error:#}", self.name),
             },

@@ -105,6 +105,14 @@ impl Guest for Liar {
                 cache: None,
             });
         }
+        if let Some(depth) = path.strip_prefix("recurse/").and_then(|n| n.parse().ok()) {
+            let mut answer = content(&path, "text/plain");
+            answer.body = Body::Text(format!("depth {}", descend(depth)));
+            return Ok(ReadResult {
+                contents: vec![answer],
+                cache: None,
+            });
+        }
         let contents = match path.as_str() {
             "honest" => {
                 // Output a plugin prints must end up in the host's log only.
@@ -187,6 +195,14 @@ fn recurse(depth: u64) -> u64 {
         return depth;
     }
     std::hint::black_box(recurse(std::hint::black_box(depth + 1))) + 1
+}
+
+/// Recurses `depth` calls deep and back.
+fn descend(depth: u64) -> u64 {
+    if depth == 0 {
+        return 0;
+    }
+    std::hint::black_box(descend(std::hint::black_box(depth - 1))) + 1
 }
 
 /// Tries to reach outside the sandbox, for `open/PATH`, `write/PATH` and
