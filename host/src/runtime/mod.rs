@@ -41,8 +41,11 @@ pub struct Runtime {
     engine: Engine,
     linker: Arc<Linker<PluginState>>,
     cache: CompileCache,
-    engines: Arc<Mutex<HashMap<u32, (Engine, Arc<Linker<PluginState>>)>>>,
+    engines: Arc<Mutex<HashMap<u32, Engined>>>,
 }
+
+/// An engine and the linker of its plugins.
+type Engined = (Engine, Arc<Linker<PluginState>>);
 
 /// Stack above the plugin's own that a call's fiber keeps for the host.
 const HOST_STACK: usize = 1536 * 1024;
@@ -136,7 +139,7 @@ impl Runtime {
 }
 
 /// An engine whose plugins get `stack_kib` KiB of stack, and its linker.
-fn new_engine(stack_kib: u32) -> Result<(Engine, Arc<Linker<PluginState>>)> {
+fn new_engine(stack_kib: u32) -> Result<Engined> {
     let stack = stack_kib as usize * 1024;
     let mut config = Config::new();
     config
