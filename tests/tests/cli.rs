@@ -140,6 +140,36 @@ fn changes_reports_modified_and_added_files() {
 }
 
 #[test]
+fn inspect_shows_the_network_allowlist_and_what_each_import_gets() {
+    let folder = Folder::new();
+    folder.plugin("liar", "liar").manifest(
+        "liar",
+        "[network]\nallow = [\"http://127.0.0.1:8080\", \"https://*.example.com:*\"]\n",
+    );
+    let report = stdout_of(&["inspect", folder.path().join("liar.wasm").to_str().unwrap()]);
+    let import = |name: &str| {
+        report
+            .lines()
+            .find(|line| line.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{report}"))
+            .to_owned()
+    };
+    assert!(
+        import("wasi:http/outgoing-handler@").ends_with("allowlisted http and https requests only")
+    );
+    assert!(import("wasi:sockets/tcp@").ends_with("every use denied (no tcp or udp entry)"));
+    for expected in [
+        "network    http://127.0.0.1:8080\n",
+        "network    https://*.example.com:*\n",
+    ] {
+        assert!(
+            report.contains(expected),
+            "inspect lacks {expected:?}:\n{report}"
+        );
+    }
+}
+
+#[test]
 fn inspect_shows_interface_grants_and_self_description() {
     let folder = folder();
     let report = stdout_of(&[
@@ -150,7 +180,10 @@ fn inspect_shows_interface_grants_and_self_description() {
     for expected in [
         "exports\n  resmux:provider/provider@0.1.0\n".to_owned(),
         "wasi:filesystem/preopens@0.2.".to_owned(),
-        format!("files      {} -> /data (ReadOnly)", data.display()),
+        format!(
+            "files      directory {} -> /data (ReadOnly)",
+            data.display()
+        ),
         "network    none granted".to_owned(),
         "about      files 0.1.0: Files of a directory the operator grants, read-only".to_owned(),
         "start      ok".to_owned(),
@@ -164,7 +197,7 @@ fn inspect_shows_interface_grants_and_self_description() {
         .lines()
         .find(|line| line.contains("wasi:filesystem/preopens@"))
         .unwrap();
-    assert!(preopens.ends_with("granted directories only"), "{preopens}");
+    assert!(preopens.ends_with("granted paths only"), "{preopens}");
 
     let not_wasm = folder.path().join("data/hello.txt");
     let refused = resmux(&["inspect", not_wasm.to_str().unwrap()]);

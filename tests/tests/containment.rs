@@ -105,6 +105,12 @@ async fn a_read_is_held_to_what_a_fresh_listing_promised() {
     }
     let stderr = server.stop().await.unwrap();
     assert!(stderr.contains("refused a plugin's answer"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "listing dropped an invalid entry: its description is 100000 bytes long, over the limit of 65536"
+        ),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
@@ -267,6 +273,18 @@ async fn memory_and_stack_limits_stop_a_call_and_are_named() {
     let message = error_message(&hog);
     assert!(
         message.contains("plugin liar exceeded its memory limit of 64 MiB in read"),
+        "{message}"
+    );
+    let gigabyte = server.read("liar://huge/1024").await.unwrap();
+    let message = error_message(&gigabyte);
+    assert!(
+        message.contains("plugin liar exceeded its memory limit of 64 MiB in read"),
+        "{message}"
+    );
+    let oversized = server.read("liar://huge/20").await.unwrap();
+    let message = error_message(&oversized);
+    assert!(
+        message.contains("it returned 20971520 bytes, over the limit of 16777216"),
         "{message}"
     );
     let endless = server.read("liar://recurse").await.unwrap();

@@ -90,7 +90,7 @@ async fn walk<T: Listable>(plugin: &WasmPlugin, scheme: &str) -> Result<(usize, 
             .map_err(|error: ProviderError| format!("{kind} page {pages}: {error}"))?;
         for entry in page.items {
             entry
-                .admit(scheme)
+                .admit(scheme, &plugin.policy().limits)
                 .map_err(|reason| format!("{kind} page {pages}: {reason}"))?;
             count += 1;
         }

@@ -109,8 +109,8 @@ pub async fn inspect(
     )?;
     writeln!(
         out,
-        "answers    {} bytes per read, {} entries per page",
-        limits.max_read_bytes, limits.max_page_entries
+        "answers    {} bytes per read, {} entries per page, {} bytes per string",
+        limits.max_read_bytes, limits.max_page_entries, limits.max_string_bytes
     )?;
     let plugin = runtime
         .plugin(

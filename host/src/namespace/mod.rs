@@ -211,6 +211,11 @@ impl Namespace {
             .contents
             .into_iter()
             .map(|content| {
+                let max_string = mount.limits.max_string_bytes;
+                validate::length("content path", &content.path, max_string)?;
+                if let Some(meta) = &content.meta {
+                    validate::length("_meta", meta, max_string)?;
+                }
                 uri::check_path(&content.path)
                     .map_err(|reason| format!("content path {:?} {reason}", content.path))?;
                 if let Some(mime) = &content.mime_type {
@@ -267,6 +272,19 @@ impl Namespace {
             .complete(request)
             .await
             .map_err(|error| provider_error(template_uri, error))?;
+        let max_string = mount.limits.max_string_bytes as usize;
+        if let Some(long) = completion
+            .values
+            .iter()
+            .find(|value| value.len() > max_string)
+        {
+            tracing::warn!(
+                template_uri,
+                "completion dropped values over {max_string} bytes (one is {} bytes)",
+                long.len()
+            );
+            completion.values.retain(|value| value.len() <= max_string);
+        }
         if completion.values.len() > MAX_COMPLETION_VALUES {
             completion.values.truncate(MAX_COMPLETION_VALUES);
             completion.has_more = true;
@@ -397,7 +415,7 @@ impl Namespace {
             let room = self.page_size - items.len();
             let taken = page_length.saturating_sub(position.skip).min(room);
             for entry in page.items.into_iter().skip(position.skip).take(taken) {
-                match entry.admit(scheme) {
+                match entry.admit(scheme, &mount.limits) {
                     Ok(item) => {
                         T::promise(&item, &mount.promises, promised_for);
                         items.push(item)
@@ -450,8 +468,8 @@ pub trait Listable: Sized + Send {
         provider: &dyn Provider,
         cursor: Option<String>,
     ) -> BoxFuture<'_, Result<Page<Self>, ProviderError>>;
-    /// Validates the entry and puts it under `scheme`.
-    fn admit(self, scheme: &str) -> Result<Self::Admitted, String>;
+    /// Validates the entry under `limits` and puts it under `scheme`.
+    fn admit(self, scheme: &str, limits: &Limits) -> Result<Self::Admitted, String>;
     /// Records what a listed entry promises about later reads, for `ttl`.
     fn promise(_item: &Self::Admitted, _promises: &Promises, _ttl: Duration) {}
 }
@@ -467,10 +485,11 @@ impl Listable for ResourceEntry {
         provider.list(cursor)
     }
 
-    fn admit(mut self, scheme: &str) -> Result<Resource, String> {
+    fn admit(mut self, scheme: &str, limits: &Limits) -> Result<Resource, String> {
+        validate::length("path", &self.path, limits.max_string_bytes)?;
         uri::check_path(&self.path)
             .map_err(|reason| format!("resource path {:?} {reason}", self.path))?;
-        let meta = validate::metadata(&mut self.metadata)?;
+        let meta = validate::metadata(&mut self.metadata, limits.max_string_bytes)?;
         Ok(Resource {
             uri: format!("{scheme}://{}", self.path),
             size: self.size,
@@ -500,10 +519,15 @@ impl Listable for TemplateEntry {
         provider.templates(cursor)
     }
 
-    fn admit(mut self, scheme: &str) -> Result<Template, String> {
+    fn admit(mut self, scheme: &str, limits: &Limits) -> Result<Template, String> {
+        validate::length(
+            "path template",
+            &self.path_template,
+            limits.max_string_bytes,
+        )?;
         uri::check_path_template(&self.path_template)
             .map_err(|reason| format!("path template {:?} {reason}", self.path_template))?;
-        let meta = validate::metadata(&mut self.metadata)?;
+        let meta = validate::metadata(&mut self.metadata, limits.max_string_bytes)?;
         Ok(Template {
             uri_template: format!("{scheme}://{}", self.path_template),
             metadata: self.metadata,

@@ -9,6 +9,17 @@ use crate::contract::{Annotations, Icon, Metadata};
 /// A JSON object, as MCP `_meta` carries.
 pub type JsonObject = Map<String, Value>;
 
+/// Checks that `text`, the `field` of an answer, is at most `max` bytes long.
+pub fn length(field: &str, text: &str, max: u32) -> Result<(), String> {
+    if text.len() > max as usize {
+        return Err(format!(
+            "its {field} is {} bytes long, over the limit of {max}",
+            text.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a MIME type such as `text/plain; charset=utf-8`.
 pub fn mime_type(mime_type: &str) -> Result<(), String> {
     let parsed: mime::Mime = mime_type
@@ -31,11 +42,26 @@ pub fn meta(text: &str) -> Result<JsonObject, String> {
     }
 }
 
-/// Checks the descriptive fields of a resource or template and takes out its
-/// `_meta`, parsed.
-pub fn metadata(metadata: &mut Metadata) -> Result<Option<JsonObject>, String> {
+/// Checks the descriptive fields of a resource or template, none longer than
+/// `max_string` bytes, and takes out its `_meta`, parsed.
+pub fn metadata(metadata: &mut Metadata, max_string: u32) -> Result<Option<JsonObject>, String> {
     if metadata.name.trim().is_empty() {
         return Err("the name is empty".into());
+    }
+    let optional = [
+        ("title", &metadata.title),
+        ("description", &metadata.description),
+        ("MIME type", &metadata.mime_type),
+        ("_meta", &metadata.meta),
+    ];
+    length("name", &metadata.name, max_string)?;
+    for (field, text) in optional {
+        if let Some(text) = text {
+            length(field, text, max_string)?;
+        }
+    }
+    for icon in &metadata.icons {
+        length("icon source", &icon.src, max_string)?;
     }
     if let Some(mime) = &metadata.mime_type {
         mime_type(mime)?;
@@ -112,10 +138,10 @@ mod tests {
             meta: Some(r#"{"k":"v"}"#.into()),
             ..Metadata::default()
         };
-        assert!(metadata(&mut good).unwrap().is_some());
+        assert!(metadata(&mut good, 1024).unwrap().is_some());
         assert_eq!(good.meta, None);
         let mut unnamed = Metadata::default();
-        assert!(metadata(&mut unnamed).is_err());
+        assert!(metadata(&mut unnamed, 1024).is_err());
         let mut bad_priority = Metadata {
             name: "n".into(),
             annotations: Some(Annotations {
@@ -124,6 +150,15 @@ mod tests {
             }),
             ..Metadata::default()
         };
-        assert!(metadata(&mut bad_priority).is_err());
+        assert!(metadata(&mut bad_priority, 1024).is_err());
+        let mut wordy = Metadata {
+            name: "n".into(),
+            description: Some("word ".repeat(300)),
+            ..Metadata::default()
+        };
+        assert_eq!(
+            metadata(&mut wordy, 1024).unwrap_err(),
+            "its description is 1500 bytes long, over the limit of 1024"
+        );
     }
 }

@@ -34,6 +34,10 @@ pub struct Limits {
     pub max_read_bytes: u64,
     /// Entries on one page of a listing.
     pub max_page_entries: u32,
+    /// Bytes of any one string of an answer other than a read's contents: a
+    /// path, name, title, description, MIME type, `_meta`, icon source or
+    /// completion value.
+    pub max_string_bytes: u32,
 }
 
 impl Default for Limits {
@@ -47,6 +51,7 @@ impl Default for Limits {
             concurrent_calls: 8,
             max_read_bytes: 16 * 1024 * 1024,
             max_page_entries: 1_000,
+            max_string_bytes: 64 * 1024,
         }
     }
 }
@@ -74,6 +79,7 @@ impl Limits {
             || self.timeout_ms == 0
             || self.concurrent_calls == 0
             || self.max_page_entries == 0
+            || self.max_string_bytes == 0
         {
             bail!("every limit must be above zero");
         }

@@ -68,6 +68,10 @@ impl Guest for Liar {
                     ..resource("grows", Some("text/plain"))
                 },
                 resource("retyped", Some("text/plain")),
+                Resource {
+                    description: Some("blah ".repeat(20_000)),
+                    ..resource("wordy", None)
+                },
             ],
             next_cursor: Some("forever".into()),
             // The listing vouches for sizes and types for a minute.
@@ -100,6 +104,17 @@ impl Guest for Liar {
         if let Some(outcome) = probe(&path) {
             let mut answer = content(&path, "text/plain");
             answer.body = Body::Text(outcome);
+            return Ok(ReadResult {
+                contents: vec![answer],
+                cache: None,
+            });
+        }
+        if let Some(mib) = path
+            .strip_prefix("huge/")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            let mut answer = content(&path, "application/octet-stream");
+            answer.body = Body::Blob(vec![7; mib << 20]);
             return Ok(ReadResult {
                 contents: vec![answer],
                 cache: None,
