@@ -17,8 +17,7 @@ use resmux::contract::{
     Body, ChangeReport, Completion, CompletionRequest, Content, Page, Provider, ProviderError,
     ReadResult, ResourceEntry, TemplateEntry,
 };
-use resmux::namespace::Namespace;
-use resmux::policy::Limits;
+use resmux::namespace::{MountSettings, Namespace, Scope};
 use resmux::runtime::{CompileCache, Runtime, WasmPlugin};
 
 /// A native provider with the files plugin's read path: read the file on the
@@ -86,15 +85,15 @@ fn read_path(c: &mut Criterion) {
     std::fs::write(data.path().join("1m.txt"), "b".repeat(1024 * 1024)).unwrap();
     let runtime = Runtime::new(CompileCache::new(None)).unwrap();
     let plugin = wasm_files(&runtime, &files_component(), data.path());
-    let mut namespace = Namespace::new(100);
+    let namespace = Namespace::new(100);
     namespace
-        .mount("wasm", Arc::new(plugin), Limits::default())
+        .mount("wasm", Arc::new(plugin), MountSettings::default())
         .unwrap();
     let native = NativeFiles {
         root: data.path().to_owned(),
     };
     namespace
-        .mount("native", Arc::new(native), Limits::default())
+        .mount("native", Arc::new(native), MountSettings::default())
         .unwrap();
     let tokio = tokio::runtime::Runtime::new().unwrap();
 
@@ -104,7 +103,7 @@ fn read_path(c: &mut Criterion) {
             let uri = format!("{scheme}://{size}.txt");
             group.bench_function(scheme, |b| {
                 b.to_async(&tokio).iter(|| async {
-                    let read = namespace.read(&uri).await.unwrap();
+                    let read = namespace.read(&uri, &Scope::All).await.unwrap();
                     assert_eq!(read.contents.len(), 1);
                 })
             });

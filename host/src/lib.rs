@@ -3,14 +3,18 @@
 //!
 //! Layers, each depending only on those below it:
 //! - [`transport`]: stdio and Streamable HTTP, and the checks of the wire;
-//! - [`protocol`]: MCP requests in, MCP results out (rmcp), era by era;
+//! - [`protocol`]: MCP requests in, MCP results out (rmcp), era by era, with
+//!   subscriptions and change notifications;
+//! - [`access`]: clients, their tokens and scopes, rate limits, the audit log;
 //! - [`namespace`]: schemes to providers, merged pagination, routing, and the
 //!   validation of every answer;
-//! - [`catalog`]: the plugin folder and its manifests, loaded into a namespace;
+//! - [`catalog`]: the plugin folder and its manifests, loaded into a namespace
+//!   and kept in step with the folder while serving;
 //! - [`runtime`]: the wasmtime engine that runs plugin components;
 //! - [`policy`]: what one plugin is granted and the limits it runs under;
 //! - [`contract`]: the provider trait and data, shared by namespace and runtime.
 
+pub mod access;
 pub mod catalog;
 pub mod contract;
 pub mod namespace;

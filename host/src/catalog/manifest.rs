@@ -4,11 +4,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
+use crate::namespace::MountSettings;
 use crate::policy::{EnvSource, FileGrant, Limits, NetworkGrant, Policy};
+
+/// The shortest interval between two change reports of one plugin.
+const MIN_CHANGE_INTERVAL_MS: u64 = 100;
 
 /// One plugin's manifest.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -37,6 +42,23 @@ pub struct Manifest {
     /// Limits overriding the defaults.
     #[serde(default)]
     pub limits: Limits,
+    /// How the host follows the plugin's changes.
+    #[serde(default)]
+    pub changes: ChangeSettings,
+}
+
+/// The `[changes]` section: how often the plugin's change report is asked
+/// for while a client is subscribed to one of its resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChangeSettings {
+    pub interval_ms: u64,
+}
+
+impl Default for ChangeSettings {
+    fn default() -> Self {
+        Self { interval_ms: 5_000 }
+    }
 }
 
 impl Manifest {
@@ -66,6 +88,16 @@ impl Manifest {
                 Ok((key.clone(), text))
             })
             .collect()
+    }
+
+    /// How the namespace serves the plugin, under `limits`.
+    pub fn mount_settings(&self, limits: Limits) -> MountSettings {
+        MountSettings {
+            limits,
+            change_interval: Duration::from_millis(
+                self.changes.interval_ms.max(MIN_CHANGE_INTERVAL_MS),
+            ),
+        }
     }
 
     /// The plugin's policy, with host paths resolved against `manifest_dir`.

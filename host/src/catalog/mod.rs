@@ -7,8 +7,10 @@
 //! plugin that cannot be loaded is reported and skipped; two plugins claiming
 //! one scheme are both refused, so neither wins silently. Under [`Rules`] an
 //! operator can cap what any manifest may grant and, in locked mode, demand a
-//! digest pin on every plugin and refuse to start on any error.
+//! digest pin on every plugin and refuse to start on any error. While resmux
+//! serves, [`live`] keeps the namespace in step with the folder.
 
+pub mod live;
 pub mod manifest;
 
 use std::collections::BTreeMap;
@@ -18,10 +20,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use sha2::{Digest, Sha256};
 
 pub use manifest::Manifest;
 
-use crate::namespace::{Namespace, uri};
+use crate::namespace::{MountSettings, Namespace, uri};
 use crate::policy::Ceiling;
 use crate::runtime::{Runtime, WasmPlugin};
 
@@ -91,6 +94,47 @@ fn default_scheme(stem: &str) -> String {
 pub struct Loaded {
     pub entry: Entry,
     pub plugin: Arc<WasmPlugin>,
+    /// What it was loaded from, to tell a real change from a touch.
+    pub fingerprint: Fingerprint,
+}
+
+/// The bytes a plugin was loaded from: its component's digest and its
+/// manifest's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    component_sha256: String,
+    manifest: Option<String>,
+}
+
+impl Fingerprint {
+    /// The fingerprint `entry` has on disk now.
+    pub fn of(entry: &Entry) -> Result<Self> {
+        let bytes = std::fs::read(&entry.component)
+            .with_context(|| format!("cannot read {}", entry.component.display()))?;
+        Self::with_digest(entry, hex::encode(Sha256::digest(bytes)))
+    }
+
+    fn with_digest(entry: &Entry, component_sha256: String) -> Result<Self> {
+        let manifest = entry
+            .manifest_path
+            .as_deref()
+            .map(std::fs::read_to_string)
+            .transpose()
+            .context("cannot read the manifest")?;
+        Ok(Self {
+            component_sha256,
+            manifest,
+        })
+    }
+}
+
+impl Loaded {
+    /// How the namespace serves this plugin.
+    pub fn settings(&self) -> MountSettings {
+        self.entry
+            .manifest
+            .mount_settings(self.plugin.policy().limits)
+    }
 }
 
 /// A plugin that did not load, and why.
@@ -108,13 +152,13 @@ pub struct Loading {
 
 impl Loading {
     /// Mounts every loaded plugin in `namespace`.
-    pub fn mount_into(&self, namespace: &mut Namespace) -> Result<()> {
+    pub fn mount_into(&self, namespace: &Namespace) -> Result<()> {
         for loaded in &self.loaded {
             namespace
                 .mount(
                     &loaded.entry.scheme,
                     loaded.plugin.clone(),
-                    loaded.plugin.policy().limits,
+                    loaded.settings(),
                 )
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("cannot mount {}", loaded.entry.declared_by.display()))?;
@@ -239,6 +283,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
             compiled.digest
         );
     }
+    let fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone())?;
     let config = entry.manifest.config_pairs()?;
     let plugin = runtime.plugin(&entry.scheme, &compiled.component, policy, config)?;
     plugin.start().await?;
@@ -253,6 +298,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     Ok(Loaded {
         entry,
         plugin: Arc::new(plugin),
+        fingerprint,
     })
 }
 

@@ -14,8 +14,10 @@ use anyhow::Result;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use resmux::catalog;
-use resmux::namespace::Namespace;
+use resmux::access::AccessList;
+use resmux::access::audit::AuditLog;
+use resmux::catalog::{self, Loading};
+use resmux::namespace::{Namespace, changes};
 use resmux::policy::Ceiling;
 use resmux::protocol::ResmuxServer;
 use resmux::runtime::{CompileCache, Runtime};
@@ -59,6 +61,14 @@ pub enum Command {
         /// clients that only use tools.
         #[arg(long)]
         no_tools: bool,
+        /// A tokens file: the clients that may connect over HTTP, each with
+        /// its bearer token, schemes and rate limit. Without it, HTTP is open
+        /// to whoever reaches the address.
+        #[arg(long, env = "RESMUX_TOKENS", requires = "http")]
+        tokens: Option<PathBuf>,
+        /// Append one JSON line per read to this file.
+        #[arg(long, env = "RESMUX_AUDIT_LOG")]
+        audit_log: Option<PathBuf>,
     },
     /// List every resource of the namespace.
     List(FolderArgs),
@@ -197,13 +207,18 @@ pub async fn run(command: Command) -> Result<()> {
             allowed_hosts,
             allowed_origins,
             no_tools,
+            tokens,
+            audit_log,
         } => {
+            let access = tokens.as_deref().map(AccessList::read).transpose()?;
             let http = http.map(|address| HttpOptions {
                 address,
                 allowed_hosts,
                 allowed_origins,
+                access: access.map(Arc::new),
             });
-            serve(folder, http, !no_tools).await
+            let audit = audit_log.as_deref().map(AuditLog::open).transpose()?;
+            serve(folder, http, !no_tools, audit).await
         }
         Command::List(folder) => query::list(folder).await,
         Command::Templates(folder) => query::templates(folder).await,
@@ -232,22 +247,40 @@ pub async fn run(command: Command) -> Result<()> {
 }
 
 async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
+    Ok(load(folder).await?.0)
+}
+
+/// Loads the folder into a new namespace; also returns how, for watching.
+async fn load(folder: &FolderArgs) -> Result<(Namespace, Runtime, catalog::Rules, Loading)> {
     let runtime = folder.cache.runtime()?;
     let rules = folder.rules.rules()?;
     let loading = catalog::load_folder(&runtime, &folder.plugins, &rules).await?;
-    let mut namespace = Namespace::new(folder.page_size as usize);
-    loading.mount_into(&mut namespace)?;
+    let namespace = Namespace::new(folder.page_size as usize);
+    loading.mount_into(&namespace)?;
     if loading.loaded.is_empty() {
         tracing::warn!(folder = %folder.plugins.display(), "no plugin loaded; the namespace is empty");
     }
-    Ok(namespace)
+    Ok((namespace, runtime, rules, loading))
 }
 
-async fn serve(folder: FolderArgs, http: Option<HttpOptions>, tool_bridge: bool) -> Result<()> {
-    let namespace = namespace(&folder).await?;
-    let schemes: Vec<&str> = namespace.schemes().collect();
-    tracing::info!(schemes = ?schemes, "namespace ready");
-    let server = ResmuxServer::new(Arc::new(namespace), tool_bridge);
+async fn serve(
+    folder: FolderArgs,
+    http: Option<HttpOptions>,
+    tool_bridge: bool,
+    audit: Option<AuditLog>,
+) -> Result<()> {
+    let (namespace, runtime, rules, loading) = load(&folder).await?;
+    tracing::info!(schemes = ?namespace.schemes(), "namespace ready");
+    let namespace = Arc::new(namespace);
+    changes::spawn_poller(&namespace);
+    catalog::live::spawn(
+        &folder.plugins,
+        runtime,
+        rules,
+        namespace.clone(),
+        &loading.loaded,
+    )?;
+    let server = ResmuxServer::new(namespace, tool_bridge, audit);
     match http {
         Some(options) => transport::serve_http(server, options).await,
         None => transport::serve_stdio(server).await,

@@ -8,12 +8,12 @@ use anyhow::{Context, Result};
 
 use super::{FolderArgs, namespace};
 use resmux::contract::Body;
-use resmux::namespace::{Listed, NamespaceError};
+use resmux::namespace::{Listed, NamespaceError, Scope};
 
 pub async fn list(folder: FolderArgs) -> Result<()> {
     let namespace = namespace(&folder).await?;
     print_every_page(
-        async |cursor| namespace.list(cursor.as_deref()).await,
+        async |cursor| namespace.list(cursor.as_deref(), &Scope::All).await,
         |resource| {
             let mime = resource.metadata.mime_type.as_deref().unwrap_or("-");
             let size = resource.size.map_or("-".into(), |size| size.to_string());
@@ -29,7 +29,7 @@ pub async fn list(folder: FolderArgs) -> Result<()> {
 pub async fn templates(folder: FolderArgs) -> Result<()> {
     let namespace = namespace(&folder).await?;
     print_every_page(
-        async |cursor| namespace.templates(cursor.as_deref()).await,
+        async |cursor| namespace.templates(cursor.as_deref(), &Scope::All).await,
         |template| {
             let description = template.metadata.description.as_deref().unwrap_or("");
             let name = &template.metadata.name;
@@ -60,7 +60,7 @@ async fn print_every_page<T>(
 
 pub async fn read(folder: FolderArgs, uri: &str, output: Option<&Path>) -> Result<()> {
     let namespace = namespace(&folder).await?;
-    let read = namespace.read(uri).await?;
+    let read = namespace.read(uri, &Scope::All).await?;
     if let Some(output) = output {
         let mut file = std::fs::File::create(output)
             .with_context(|| format!("cannot create {}", output.display()))?;

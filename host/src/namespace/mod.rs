@@ -3,18 +3,25 @@
 //! Each provider is mounted under a scheme. The namespace merges their listings
 //! into one paginated stream with composite cursors, routes reads and
 //! completions by scheme, validates every URI before a provider sees it, and
-//! validates every answer before a client sees it. It knows nothing of
+//! validates every answer before a client sees it. Mounts change while it
+//! serves: each change of the listing, and each change a provider reports for
+//! a subscribed resource ([`changes`]), is announced as an [`Event`]. Every
+//! request is answered within a client's [`Scope`]. It knows nothing of
 //! JSON-RPC or of Wasm.
 
+pub mod changes;
 pub mod cursor;
 pub mod promises;
+mod scope;
 pub mod uri;
 pub mod validate;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
+use tokio::sync::broadcast;
 
 use thiserror::Error;
 
@@ -25,8 +32,10 @@ use crate::contract::{
     ProviderError, ResourceEntry, TemplateEntry,
 };
 use crate::policy::Limits;
+use changes::Subscriptions;
 use cursor::{CursorSeal, Listing, Position};
 use promises::Promises;
+pub use scope::Scope;
 use uri::SyntaxError;
 use validate::JsonObject;
 
@@ -87,6 +96,16 @@ pub struct Read {
     pub cache: CacheHint,
 }
 
+impl Read {
+    /// Bytes of every content, before any encoding.
+    pub fn byte_count(&self) -> u64 {
+        self.contents
+            .iter()
+            .map(|content| content.body.byte_count() as u64)
+            .sum()
+    }
+}
+
 /// What changed in one provider since an earlier report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Changes {
@@ -110,77 +129,196 @@ pub const DEFAULT_CACHE: CacheHint = CacheHint {
     scope: CacheScope::Public,
 };
 
+/// How one provider is served.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MountSettings {
+    pub limits: Limits,
+    /// How often the provider's change report is asked for while a client is
+    /// subscribed to one of its resources.
+    pub change_interval: Duration,
+}
+
+impl Default for MountSettings {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            change_interval: Duration::from_secs(5),
+        }
+    }
+}
+
 struct Mount {
     provider: Arc<dyn Provider>,
-    limits: Limits,
+    settings: MountSettings,
     promises: Promises,
 }
 
+type Mounts = BTreeMap<String, Arc<Mount>>;
+
+/// A change clients may want to hear of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The merged listing changed in `scheme`: its provider came, went or
+    /// was replaced, or reported a change of its listing.
+    ListChanged { scheme: String },
+    /// A subscribed resource changed.
+    Updated { uri: String },
+}
+
+/// Events kept for slow receivers before the oldest are dropped (a receiver
+/// that falls behind learns that it lagged).
+const EVENT_BACKLOG: usize = 1024;
+
 /// Providers by scheme.
 pub struct Namespace {
-    mounts: BTreeMap<String, Mount>,
+    mounts: RwLock<Arc<Mounts>>,
     seal: CursorSeal,
     page_size: usize,
+    events: broadcast::Sender<Event>,
+    subscriptions: Subscriptions,
 }
 
 impl Namespace {
     /// An empty namespace whose listing pages hold at most `page_size` entries.
     pub fn new(page_size: usize) -> Self {
         Self {
-            mounts: BTreeMap::new(),
+            mounts: RwLock::default(),
             seal: CursorSeal::random(),
             page_size: page_size.max(1),
+            events: broadcast::channel(EVENT_BACKLOG).0,
+            subscriptions: Subscriptions::default(),
         }
     }
 
     /// Serves `provider` under `scheme`. A scheme is never shared: mounting a
     /// taken one fails and leaves the first in place.
     pub fn mount(
-        &mut self,
+        &self,
         scheme: &str,
         provider: Arc<dyn Provider>,
-        limits: Limits,
+        settings: MountSettings,
     ) -> Result<(), String> {
         uri::check_scheme(scheme).map_err(|reason| format!("scheme {scheme:?} {reason}"))?;
-        if self.mounts.contains_key(scheme) {
-            return Err(format!("scheme {scheme:?} is already served"));
-        }
-        self.mounts.insert(
-            scheme.to_owned(),
-            Mount {
-                provider,
-                limits,
-                promises: Promises::default(),
-            },
-        );
+        self.change_mounts(|mounts| {
+            if mounts.contains_key(scheme) {
+                return Err(format!("scheme {scheme:?} is already served"));
+            }
+            mounts.insert(scheme.to_owned(), Mount::new(provider, settings));
+            Ok(())
+        })?;
+        self.publish(Event::ListChanged {
+            scheme: scheme.to_owned(),
+        });
         Ok(())
     }
 
+    /// Serves `provider` under `scheme` in place of whatever served it; calls
+    /// in flight finish on the provider they started with.
+    pub fn replace(
+        &self,
+        scheme: &str,
+        provider: Arc<dyn Provider>,
+        settings: MountSettings,
+    ) -> Result<(), String> {
+        uri::check_scheme(scheme).map_err(|reason| format!("scheme {scheme:?} {reason}"))?;
+        self.change_mounts(|mounts| {
+            mounts.insert(scheme.to_owned(), Mount::new(provider, settings));
+            Ok::<_, String>(())
+        })?;
+        self.announce_scheme_changed(scheme);
+        Ok(())
+    }
+
+    /// Stops serving `scheme`; false if nothing served it.
+    pub fn unmount(&self, scheme: &str) -> bool {
+        let removed = self
+            .change_mounts(|mounts| Ok::<_, String>(mounts.remove(scheme).is_some()))
+            .unwrap_or(false);
+        if removed {
+            self.announce_scheme_changed(scheme);
+        }
+        removed
+    }
+
     /// The mounted schemes, in order.
-    pub fn schemes(&self) -> impl Iterator<Item = &str> {
-        self.mounts.keys().map(String::as_str)
+    pub fn schemes(&self) -> Vec<String> {
+        self.snapshot().keys().cloned().collect()
     }
 
-    /// One page of every provider's resources, merged.
-    pub async fn list(&self, cursor: Option<&str>) -> Result<Listed<Resource>, NamespaceError> {
-        self.paginate::<ResourceEntry>(cursor).await
+    /// A receiver of every event from now on.
+    pub fn events(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
     }
 
-    /// One page of every provider's templates, merged.
+    /// Who is subscribed to which resource.
+    pub fn subscriptions(&self) -> &Subscriptions {
+        &self.subscriptions
+    }
+
+    fn publish(&self, event: Event) {
+        // Nobody listening is not an error.
+        let _ = self.events.send(event);
+    }
+
+    /// After a provider came, went or was replaced: the listing changed, and
+    /// so may every subscribed resource of its scheme.
+    fn announce_scheme_changed(&self, scheme: &str) {
+        self.publish(Event::ListChanged {
+            scheme: scheme.to_owned(),
+        });
+        for uri in self.subscriptions.uris_of(scheme) {
+            self.publish(Event::Updated { uri });
+        }
+    }
+
+    fn snapshot(&self) -> Arc<Mounts> {
+        self.mounts
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+    }
+
+    /// Applies `change` to a copy of the mounts and puts the copy in place:
+    /// requests under way keep the snapshot they started with.
+    fn change_mounts<T, E>(
+        &self,
+        change: impl FnOnce(&mut Mounts) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut mounts = self
+            .mounts
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let mut changed = Mounts::clone(&mounts);
+        let outcome = change(&mut changed)?;
+        *mounts = Arc::new(changed);
+        Ok(outcome)
+    }
+
+    /// One page of the resources of every provider in `scope`, merged.
+    pub async fn list(
+        &self,
+        cursor: Option<&str>,
+        scope: &Scope,
+    ) -> Result<Listed<Resource>, NamespaceError> {
+        self.paginate::<ResourceEntry>(cursor, scope).await
+    }
+
+    /// One page of the templates of every provider in `scope`, merged.
     pub async fn templates(
         &self,
         cursor: Option<&str>,
+        scope: &Scope,
     ) -> Result<Listed<Template>, NamespaceError> {
-        self.paginate::<TemplateEntry>(cursor).await
+        self.paginate::<TemplateEntry>(cursor, scope).await
     }
 
     /// Reads `uri` from the provider of its scheme.
-    pub async fn read(&self, uri: &str) -> Result<Read, NamespaceError> {
+    pub async fn read(&self, uri: &str, scope: &Scope) -> Result<Read, NamespaceError> {
         let (scheme, path) = uri::split(uri).map_err(|reason| NamespaceError::InvalidUri {
             uri: uri.to_owned(),
             reason,
         })?;
-        let mount = self.mount_of(&scheme, uri)?;
+        let mount = self.mount_of(&scheme, uri, scope)?;
         let result = mount
             .provider
             .read(path)
@@ -201,17 +339,17 @@ impl Namespace {
             .iter()
             .map(|c| c.body.byte_count() as u64)
             .sum();
-        if total > mount.limits.max_read_bytes {
+        if total > mount.settings.limits.max_read_bytes {
             return Err(invalid(format!(
                 "it returned {total} bytes, over the limit of {}",
-                mount.limits.max_read_bytes
+                mount.settings.limits.max_read_bytes
             )));
         }
         let contents = result
             .contents
             .into_iter()
             .map(|content| {
-                let max_string = mount.limits.max_string_bytes;
+                let max_string = mount.settings.limits.max_string_bytes;
                 validate::length("content path", &content.path, max_string)?;
                 if let Some(meta) = &content.meta {
                     validate::length("_meta", meta, max_string)?;
@@ -249,6 +387,7 @@ impl Namespace {
         argument: &str,
         value: &str,
         context: Vec<(String, String)>,
+        scope: &Scope,
     ) -> Result<Completion, NamespaceError> {
         let (scheme, path_template) = uri::split_template(template_uri).map_err(|reason| {
             NamespaceError::InvalidArgument(format!("template {template_uri:?} {reason}"))
@@ -258,9 +397,14 @@ impl Namespace {
                 "template {template_uri} has no argument {argument:?}"
             )));
         }
-        let mount = self.mounts.get(&scheme).ok_or_else(|| {
-            NamespaceError::InvalidArgument(format!("no plugin serves scheme {scheme:?}"))
-        })?;
+        let mount = self
+            .snapshot()
+            .get(&scheme)
+            .filter(|_| scope.allows(&scheme))
+            .cloned()
+            .ok_or_else(|| {
+                NamespaceError::InvalidArgument(format!("no plugin serves scheme {scheme:?}"))
+            })?;
         let request = CompletionRequest {
             path_template: path_template.to_owned(),
             argument: argument.to_owned(),
@@ -272,7 +416,7 @@ impl Namespace {
             .complete(request)
             .await
             .map_err(|error| provider_error(template_uri, error))?;
-        let max_string = mount.limits.max_string_bytes as usize;
+        let max_string = mount.settings.limits.max_string_bytes as usize;
         if let Some(long) = completion
             .values
             .iter()
@@ -300,7 +444,7 @@ impl Namespace {
         since: Option<String>,
     ) -> Result<Changes, NamespaceError> {
         let root = format!("{scheme}://");
-        let mount = self.mount_of(scheme, &root)?;
+        let mount = self.mount_of(scheme, &root, &Scope::All)?;
         let report = mount
             .provider
             .changes(since)
@@ -324,35 +468,32 @@ impl Namespace {
         })
     }
 
-    fn mount_of(&self, scheme: &str, uri: &str) -> Result<&Mount, NamespaceError> {
-        self.mounts
+    /// The mount serving `scheme` within `scope`; for a client, a scheme
+    /// outside its scope is not served.
+    fn mount_of(
+        &self,
+        scheme: &str,
+        uri: &str,
+        scope: &Scope,
+    ) -> Result<Arc<Mount>, NamespaceError> {
+        self.snapshot()
             .get(scheme)
+            .filter(|_| scope.allows(scheme))
+            .cloned()
             .ok_or_else(|| NamespaceError::NotFound {
                 uri: uri.to_owned(),
                 reason: format!("no plugin serves scheme {scheme:?}"),
             })
     }
 
-    /// The position after every entry of `scheme`: the next scheme's start.
-    fn after(&self, listing: Listing, scheme: &str) -> Option<Position> {
-        self.mounts
-            .range::<str, _>((Bound::Excluded(scheme), Bound::Unbounded))
-            .next()
-            .map(|(scheme, _)| Position {
-                listing,
-                scheme: scheme.clone(),
-                inner: None,
-                skip: 0,
-            })
-    }
-
-    fn first(&self, listing: Listing) -> Option<Position> {
-        self.mounts.keys().next().map(|scheme| Position {
-            listing,
-            scheme: scheme.clone(),
-            inner: None,
-            skip: 0,
-        })
+    /// Whether `uri` could be served to a client with `scope`: well formed,
+    /// and of a scheme served within it.
+    pub fn check_servable(&self, uri: &str, scope: &Scope) -> Result<(), NamespaceError> {
+        let (scheme, _) = uri::split(uri).map_err(|reason| NamespaceError::InvalidUri {
+            uri: uri.to_owned(),
+            reason,
+        })?;
+        self.mount_of(&scheme, uri, scope).map(drop)
     }
 
     /// Fills one page of a merged listing, provider after provider in scheme
@@ -362,10 +503,13 @@ impl Namespace {
     async fn paginate<T: Listable>(
         &self,
         cursor: Option<&str>,
+        scope: &Scope,
     ) -> Result<Listed<T::Admitted>, NamespaceError> {
         let listing = T::LISTING;
+        let mounts = self.snapshot();
+        let after = |scheme: &str| next_scheme(&mounts, scope, listing, Bound::Excluded(scheme));
         let mut next = match cursor {
-            None => self.first(listing),
+            None => next_scheme(&mounts, scope, listing, Bound::Unbounded),
             Some(cursor) => Some(
                 self.seal
                     .open(cursor, listing)
@@ -380,11 +524,14 @@ impl Namespace {
                 next = Some(position);
                 break;
             }
-            calls += 1;
             let scheme = position.scheme.as_str();
-            let mount = self.mounts.get(scheme).ok_or_else(|| {
-                NamespaceError::InvalidCursor(format!("scheme {scheme:?} is no longer served"))
-            })?;
+            // A scheme gone since the cursor was made (clients were told the
+            // listing changed) or outside this client's scope is skipped.
+            let Some(mount) = mounts.get(scheme).filter(|_| scope.allows(scheme)) else {
+                next = after(scheme);
+                continue;
+            };
+            calls += 1;
             let page = match T::fetch(mount.provider.as_ref(), position.inner.clone()).await {
                 Ok(page) => page,
                 Err(ProviderError::InvalidInput(reason)) if position.inner.is_some() => {
@@ -394,18 +541,18 @@ impl Namespace {
                 }
                 Err(error) => {
                     tracing::warn!(scheme, "listing passed over a failing plugin: {error}");
-                    next = self.after(listing, scheme);
+                    next = after(scheme);
                     continue;
                 }
             };
-            let max_entries = mount.limits.max_page_entries as usize;
+            let max_entries = mount.settings.limits.max_page_entries as usize;
             if page.items.len() > max_entries {
                 tracing::warn!(
                     scheme,
                     "listing passed over a plugin that returned {} entries on one page, over its limit of {max_entries}",
                     page.items.len()
                 );
-                next = self.after(listing, scheme);
+                next = after(scheme);
                 continue;
             }
             let page_cache = page.cache.unwrap_or(DEFAULT_CACHE);
@@ -415,7 +562,7 @@ impl Namespace {
             let room = self.page_size - items.len();
             let taken = page_length.saturating_sub(position.skip).min(room);
             for entry in page.items.into_iter().skip(position.skip).take(taken) {
-                match entry.admit(scheme, &mount.limits) {
+                match entry.admit(scheme, &mount.settings.limits) {
                     Ok(item) => {
                         T::promise(&item, &mount.promises, promised_for);
                         items.push(item)
@@ -443,9 +590,9 @@ impl Namespace {
                             scheme,
                             "listing stopped a plugin that handed back the cursor it was given"
                         );
-                        self.after(listing, scheme)
+                        after(scheme)
                     }
-                    None => self.after(listing, scheme),
+                    None => after(scheme),
                 }
             };
         }
@@ -472,6 +619,16 @@ pub trait Listable: Sized + Send {
     fn admit(self, scheme: &str, limits: &Limits) -> Result<Self::Admitted, String>;
     /// Records what a listed entry promises about later reads, for `ttl`.
     fn promise(_item: &Self::Admitted, _promises: &Promises, _ttl: Duration) {}
+}
+
+impl Mount {
+    fn new(provider: Arc<dyn Provider>, settings: MountSettings) -> Arc<Self> {
+        Arc::new(Self {
+            provider,
+            settings,
+            promises: Promises::default(),
+        })
+    }
 }
 
 impl Listable for ResourceEntry {
@@ -534,6 +691,25 @@ impl Listable for TemplateEntry {
             meta,
         })
     }
+}
+
+/// The start of the first scheme after `from` that `scope` allows.
+fn next_scheme(
+    mounts: &Mounts,
+    scope: &Scope,
+    listing: Listing,
+    from: Bound<&str>,
+) -> Option<Position> {
+    mounts
+        .range::<str, _>((from, Bound::Unbounded))
+        .map(|(scheme, _)| scheme)
+        .find(|scheme| scope.allows(scheme))
+        .map(|scheme| Position {
+            listing,
+            scheme: scheme.clone(),
+            inner: None,
+            skip: 0,
+        })
 }
 
 /// The hint of a page built from several providers: the shortest lifetime,

@@ -1,8 +1,12 @@
 //! MCP on top of the namespace: an rmcp `ServerHandler` that turns requests
 //! into namespace calls and namespace answers into results for the client's
-//! protocol revision, plus the [`tools`] bridge for tool-only clients. Era-specific details live here and nowhere below: the
-//! not-found code (rmcp sends -32002 up to 2025-11-25 and -32602 from
-//! 2026-07-28), and `ttlMs`/`cacheScope`, sent only to 2026-07-28 clients.
+//! protocol revision, plus the [`tools`] bridge for tool-only clients and
+//! change notifications ([`notify`]). Every request is answered for the
+//! [`Client`] the transport authenticated (the local client on stdio), within
+//! its scope; every read passes its rate limit and reaches the audit log.
+//! Era-specific details live here and nowhere below: the not-found code
+//! (rmcp sends -32002 up to 2025-11-25 and -32602 from 2026-07-28), and
+//! `ttlMs`/`cacheScope`, sent only to 2026-07-28 clients.
 
 use std::sync::Arc;
 
@@ -10,41 +14,109 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rmcp::model::{
     self, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    CompletionInfo, CustomRequest, CustomResult, ErrorCode, ErrorData, Implementation,
+    CompletionInfo, CustomRequest, CustomResult, ErrorCode, ErrorData, Extensions, Implementation,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
     PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, ToolsCapability,
+    ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, ToolsCapability, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::json;
 
+use crate::access::Client;
+use crate::access::audit::{AuditLog, Record};
 use crate::contract::{self, Body, CacheHint, Metadata, ProviderError};
-use crate::namespace::{self, Namespace, NamespaceError};
+use crate::namespace::{self, Namespace, NamespaceError, Read};
 
+mod notify;
 mod tools;
 
-/// The MCP face of a namespace.
+use notify::Session;
+
+/// The MCP face of a namespace. Each legacy session gets its own clone
+/// ([`ResmuxServer::for_session`]), which holds that session's subscriptions.
 #[derive(Clone)]
 pub struct ResmuxServer {
     namespace: Arc<Namespace>,
     tool_bridge: bool,
+    audit: Option<Arc<AuditLog>>,
+    session: Arc<Session>,
+}
+
+/// Why a read was refused before or after it reached the namespace.
+enum ReadRefusal {
+    RateLimited(String),
+    Namespace(NamespaceError),
 }
 
 impl ResmuxServer {
-    /// Serves `namespace`; with `tool_bridge`, also as tools.
-    pub fn new(namespace: Arc<Namespace>, tool_bridge: bool) -> Self {
+    /// Serves `namespace`; with `tool_bridge`, also as tools; every read is
+    /// recorded in `audit`, if given.
+    pub fn new(namespace: Arc<Namespace>, tool_bridge: bool, audit: Option<AuditLog>) -> Self {
         Self {
+            session: Session::new(namespace.clone()),
             namespace,
             tool_bridge,
+            audit: audit.map(Arc::new),
         }
     }
+
+    /// The handler of one new session: everything shared but its subscriptions.
+    pub fn for_session(&self) -> Self {
+        Self {
+            session: Session::new(self.namespace.clone()),
+            ..self.clone()
+        }
+    }
+
+    /// One read for `client`: its rate limit first, then the namespace within
+    /// its scope; recorded in the audit log either way.
+    async fn read(&self, client: &Client, uri: &str, via: &str) -> Result<Read, ReadRefusal> {
+        let outcome = match client.admit_read() {
+            Err(refusal) => Err(ReadRefusal::RateLimited(refusal)),
+            Ok(()) => self
+                .namespace
+                .read(uri, &client.scope)
+                .await
+                .map_err(ReadRefusal::Namespace),
+        };
+        if let Some(audit) = &self.audit {
+            let (outcome_name, bytes) = match &outcome {
+                Ok(read) => ("ok", read.byte_count()),
+                Err(ReadRefusal::RateLimited(_)) => ("rate-limited", 0),
+                Err(ReadRefusal::Namespace(NamespaceError::NotFound { .. })) => ("not-found", 0),
+                Err(ReadRefusal::Namespace(NamespaceError::InvalidUri { .. })) => ("invalid", 0),
+                Err(ReadRefusal::Namespace(_)) => ("failed", 0),
+            };
+            audit.record(&Record {
+                client: &client.name,
+                via,
+                uri,
+                outcome: outcome_name,
+                bytes,
+            });
+        }
+        outcome
+    }
+}
+
+/// The client a request comes from: put there by the HTTP transport's
+/// authentication, or the local client (stdio, or HTTP without tokens).
+fn client_of(extensions: &Extensions) -> Client {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Client>())
+        .cloned()
+        .unwrap_or_else(Client::local)
 }
 
 impl ServerHandler for ResmuxServer {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
             .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
             .enable_completions()
             .enable_prompts()
             .build();
@@ -69,9 +141,10 @@ impl ServerHandler for ResmuxServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let cursor = request.and_then(|request| request.cursor);
+        let client = client_of(&context.extensions);
         let page = self
             .namespace
-            .list(cursor.as_deref())
+            .list(cursor.as_deref(), &client.scope)
             .await
             .map_err(error_data)?;
         let mut result =
@@ -89,9 +162,10 @@ impl ServerHandler for ResmuxServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let cursor = request.and_then(|request| request.cursor);
+        let client = client_of(&context.extensions);
         let page = self
             .namespace
-            .templates(cursor.as_deref())
+            .templates(cursor.as_deref(), &client.scope)
             .await
             .map_err(error_data)?;
         let mut result = ListResourceTemplatesResult::with_all_items(
@@ -109,11 +183,14 @@ impl ServerHandler for ResmuxServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let client = client_of(&context.extensions);
         let read = self
-            .namespace
-            .read(&request.uri)
+            .read(&client, &request.uri, "resources/read")
             .await
-            .map_err(error_data)?;
+            .map_err(|refusal| match refusal {
+                ReadRefusal::RateLimited(message) => rate_limited(message),
+                ReadRefusal::Namespace(error) => error_data(error),
+            })?;
         let mut result = ReadResourceResult::new(read.contents.into_iter().map(contents).collect());
         if let Some((ttl_ms, scope)) = cache_fields(&context, read.cache) {
             result = result.with_ttl_ms(ttl_ms).with_cache_scope(scope);
@@ -124,7 +201,7 @@ impl ServerHandler for ResmuxServer {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let Some(template_uri) = request.r#ref.as_resource_uri() else {
             return Err(ErrorData::invalid_params(
@@ -146,6 +223,7 @@ impl ServerHandler for ResmuxServer {
                 &request.argument.name,
                 &request.argument.value,
                 chosen,
+                &client_of(&context.extensions).scope,
             )
             .await
             .map_err(error_data)?;
@@ -172,16 +250,67 @@ impl ServerHandler for ResmuxServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
+        let client = client_of(&context.extensions);
         let result = match self.tool_bridge {
-            true => tools::call(&self.namespace, &request.name, &arguments).await,
+            true => tools::call(self, &client, &request.name, &arguments).await,
             false => None,
         };
         result
             .map(CallToolResponse::Complete)
             .ok_or_else(|| ErrorData::invalid_params(format!("no tool {:?}", request.name), None))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let scope = client_of(&context.extensions).scope;
+        notify::forward_to_session(&self.session, context.peer, scope);
+    }
+
+    #[allow(deprecated, reason = "the only route for clients before 2026-07-28")]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let client = client_of(&context.extensions);
+        self.namespace
+            .check_servable(&request.uri, &client.scope)
+            .map_err(error_data)?;
+        self.session.subscribe(&request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated, reason = "the only route for clients before 2026-07-28")]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::default();
+        accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|uri| namespace::uri::split(uri).is_ok())
+                .cloned()
+                .collect()
+        });
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let scope = client_of(&context.request_context().extensions).scope;
+        notify::listen(&self.namespace, context, scope).await;
+        Ok(())
     }
 
     async fn on_custom_request(
@@ -231,6 +360,15 @@ fn cache_fields(
         (hint.ttl_ms, scope)
     })
 }
+
+/// The error for a read over a client's rate limit.
+fn rate_limited(message: String) -> ErrorData {
+    ErrorData::new(ErrorCode(RATE_LIMITED), message, None)
+}
+
+/// JSON-RPC code of a read refused by the client's rate limit (in the range
+/// JSON-RPC leaves to servers).
+const RATE_LIMITED: i32 = -32029;
 
 fn error_data(error: NamespaceError) -> ErrorData {
     let message = error.to_string();

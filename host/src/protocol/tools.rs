@@ -1,15 +1,17 @@
 //! The tool bridge, for MCP clients that show tools to the model but never
 //! resources: `search_resources` finds resources by name, title, description
 //! or URI across the merged namespace, and `read_resource` returns a
-//! resource's contents as embedded resources. Both go through the namespace,
-//! so they see exactly what a direct list or read would, and no more.
+//! resource's contents as embedded resources. Both go through the namespace
+//! within the client's scope, and reads through its rate limit and the audit
+//! log, so they see exactly what a direct list or read would, and no more.
 
 use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
-use crate::namespace::{Namespace, NamespaceError};
+use super::{ReadRefusal, ResmuxServer};
+use crate::access::Client;
 
 /// The most matches `search_resources` returns.
 const MAX_MATCHES: u64 = 100;
@@ -59,21 +61,27 @@ fn schema(value: Value) -> Arc<JsonObject> {
     Arc::new(serde_json::from_value(value).expect("the schemas above are JSON objects"))
 }
 
-/// Runs one bridge tool; a failure is a tool error the model can read.
+/// Runs one bridge tool for `client`, with its scope, rate limit and audit
+/// like any read; a failure is a tool error the model can read.
 pub async fn call(
-    namespace: &Namespace,
+    server: &ResmuxServer,
+    client: &Client,
     name: &str,
     arguments: &JsonObject,
 ) -> Option<CallToolResult> {
     let outcome = match name {
-        "search_resources" => search(namespace, arguments).await,
-        "read_resource" => read(namespace, arguments).await,
+        "search_resources" => search(server, client, arguments).await,
+        "read_resource" => read(server, client, arguments).await,
         _ => return None,
     };
     Some(outcome.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(message)])))
 }
 
-async fn search(namespace: &Namespace, arguments: &JsonObject) -> Result<CallToolResult, String> {
+async fn search(
+    server: &ResmuxServer,
+    client: &Client,
+    arguments: &JsonObject,
+) -> Result<CallToolResult, String> {
     let query = arguments
         .get("query")
         .and_then(Value::as_str)
@@ -92,8 +100,9 @@ async fn search(namespace: &Namespace, arguments: &JsonObject) -> Result<CallToo
     let mut lines = Vec::new();
     let mut cursor = None;
     for _ in 0..MAX_PAGES {
-        let page = namespace
-            .list(cursor.as_deref())
+        let page = server
+            .namespace
+            .list(cursor.as_deref(), &client.scope)
             .await
             .map_err(|error| error.to_string())?;
         for resource in page.items {
@@ -131,15 +140,22 @@ async fn search(namespace: &Namespace, arguments: &JsonObject) -> Result<CallToo
     Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
 }
 
-async fn read(namespace: &Namespace, arguments: &JsonObject) -> Result<CallToolResult, String> {
+async fn read(
+    server: &ResmuxServer,
+    client: &Client,
+    arguments: &JsonObject,
+) -> Result<CallToolResult, String> {
     let uri = arguments
         .get("uri")
         .and_then(Value::as_str)
         .ok_or("read_resource needs a string `uri`")?;
-    let read = namespace
-        .read(uri)
+    let read = server
+        .read(client, uri, "tools/call")
         .await
-        .map_err(|error: NamespaceError| error.to_string())?;
+        .map_err(|refusal| match refusal {
+            ReadRefusal::RateLimited(message) => message,
+            ReadRefusal::Namespace(error) => error.to_string(),
+        })?;
     Ok(CallToolResult::success(
         read.contents
             .into_iter()

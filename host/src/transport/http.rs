@@ -3,17 +3,24 @@
 //! `Host` header must name an allowed host (loopback unless the operator names
 //! others), and a request with an `Origin` header must come from an allowed
 //! origin, or it gets 403: a web page cannot reach a local resmux through DNS
-//! rebinding. SIGINT and SIGTERM stop it gracefully.
+//! rebinding. With an access list, every request must carry the bearer token
+//! of a listed client (or get 401 and a `WWW-Authenticate` challenge), and is
+//! handed on as that client. SIGINT and SIGTERM stop it gracefully.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::access::AccessList;
 use crate::protocol::ResmuxServer;
 
 /// Where and for whom to serve HTTP.
@@ -24,6 +31,8 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Browser origins allowed besides loopback ones, e.g. `https://app.example.com:443`.
     pub allowed_origins: Vec<String>,
+    /// The clients allowed in; without it, anyone who reaches the address.
+    pub access: Option<Arc<AccessList>>,
 }
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -52,11 +61,14 @@ pub async fn serve_http(server: ResmuxServer, options: HttpOptions) -> Result<()
         .enforce_origin_validation();
     config.cancellation_token = shutdown.child_token();
     let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_session()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some(access) = options.access {
+        router = router.layer(axum::middleware::from_fn_with_state(access, authenticate));
+    }
     let listener = tokio::net::TcpListener::bind(options.address)
         .await
         .with_context(|| format!("cannot listen on {}", options.address))?;
@@ -71,6 +83,48 @@ pub async fn serve_http(server: ResmuxServer, options: HttpOptions) -> Result<()
         })
         .await
         .context("the HTTP server failed")
+}
+
+/// Lets a request in as the client whose bearer token it carries, or answers
+/// 401 with a challenge (RFC 6750) naming what was wrong.
+async fn authenticate(
+    State(access): State<Arc<AccessList>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| {
+            let (scheme, token) = value.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        });
+    let Some(token) = presented else {
+        return unauthorized("Bearer realm=\"resmux\"", "a bearer token is required");
+    };
+    match access.client(token) {
+        Some(client) => {
+            request.extensions_mut().insert(client.clone());
+            next.run(request).await
+        }
+        None => {
+            tracing::warn!("refused a request with an unknown bearer token");
+            unauthorized(
+                "Bearer realm=\"resmux\", error=\"invalid_token\", error_description=\"the token is not valid\"",
+                "the bearer token is not valid",
+            )
+        }
+    }
+}
+
+fn unauthorized(challenge: &'static str, message: &'static str) -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, challenge)],
+        message,
+    )
+        .into_response()
 }
 
 /// Installs the SIGINT and SIGTERM handlers now, so a signal that arrives

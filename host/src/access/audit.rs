@@ -1,0 +1,65 @@
+//! The audit log: one JSON line per read (direct or through the tool
+//! bridge), appended to a file the operator names: when, which client, which
+//! URI, how it ended, how many bytes went out.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+/// One audited read.
+#[derive(Debug, Serialize)]
+pub struct Record<'a> {
+    pub client: &'a str,
+    /// `resources/read` or `tools/call`.
+    pub via: &'a str,
+    pub uri: &'a str,
+    /// `ok`, `not-found`, `invalid`, `rate-limited` or `failed`.
+    pub outcome: &'a str,
+    /// Bytes of content returned (before base64).
+    pub bytes: u64,
+}
+
+/// An append-only JSON-lines file.
+pub struct AuditLog {
+    file: Mutex<File>,
+}
+
+impl AuditLog {
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open audit log {}", path.display()))?;
+        Ok(Self {
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends one line. A write that fails is logged, never fatal to the read.
+    pub fn record(&self, record: &Record<'_>) {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            time: String,
+            #[serde(flatten)]
+            record: &'a Record<'a>,
+        }
+        let line = Line {
+            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            record,
+        };
+        let mut text = serde_json::to_string(&line).expect("an audit line serialises");
+        text.push('\n');
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Err(error) = file.write_all(text.as_bytes()) {
+            tracing::error!("cannot write the audit log: {error}");
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Change notifications, in both eras. A legacy session subscribes with
+//! `resources/subscribe` and hears `list_changed` and `updated` on its own
+//! stream for as long as it lives; a 2026-07-28 client opens a
+//! `subscriptions/listen` stream that carries only the kinds it asked for.
+//! Either way a client hears only of schemes in its scope, and every
+//! subscription is counted in the namespace, which polls change reports only
+//! while someone listens.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ResourceListChangedNotification, ResourceUpdatedNotification, ResourceUpdatedNotificationParam,
+    ServerNotification,
+};
+use rmcp::service::{Peer, SubscriptionContext};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::namespace::{Event, Namespace, Scope};
+
+/// How often a forwarder checks that its session is still there.
+const SESSION_CHECK: Duration = Duration::from_secs(1);
+
+/// The subscriptions of one legacy session; dropping it (the session ended)
+/// withdraws them.
+pub struct Session {
+    namespace: Arc<Namespace>,
+    subscribed: Mutex<BTreeSet<String>>,
+}
+
+impl Session {
+    pub fn new(namespace: Arc<Namespace>) -> Arc<Self> {
+        Arc::new(Self {
+            namespace,
+            subscribed: Mutex::default(),
+        })
+    }
+
+    pub fn subscribe(&self, uri: &str) {
+        if self.lock().insert(uri.to_owned()) {
+            self.namespace.subscriptions().add(uri);
+        }
+    }
+
+    pub fn unsubscribe(&self, uri: &str) {
+        if self.lock().remove(uri) {
+            self.namespace.subscriptions().remove(uri);
+        }
+    }
+
+    fn is_subscribed(&self, uri: &str) -> bool {
+        self.lock().contains(uri)
+    }
+
+    fn subscribed(&self) -> Vec<String> {
+        self.lock().iter().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for uri in self.lock().iter() {
+            self.namespace.subscriptions().remove(uri);
+        }
+    }
+}
+
+/// Sends a legacy session what concerns it until the session ends.
+pub fn forward_to_session(session: &Arc<Session>, peer: Peer<RoleServer>, scope: Scope) {
+    let mut events = session.namespace.events();
+    let session: Weak<Session> = Arc::downgrade(session);
+    tokio::spawn(async move {
+        let mut check = tokio::time::interval(SESSION_CHECK);
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                _ = check.tick() => {
+                    if peer.is_transport_closed() || session.strong_count() == 0 {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let Some(live) = session.upgrade() else {
+                return;
+            };
+            let notifications = match event {
+                Ok(Event::ListChanged { scheme }) if scope.allows(&scheme) => vec![list_changed()],
+                Ok(Event::Updated { uri }) if live.is_subscribed(&uri) => vec![updated(uri)],
+                Ok(_) => Vec::new(),
+                // Fell behind: anything may have changed.
+                Err(RecvError::Lagged(_)) => std::iter::once(list_changed())
+                    .chain(live.subscribed().into_iter().map(updated))
+                    .collect(),
+                Err(RecvError::Closed) => return,
+            };
+            drop(live);
+            for notification in notifications {
+                if peer.send_notification(notification).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Serves one `subscriptions/listen` stream until the client cancels it.
+pub async fn listen(namespace: &Namespace, context: SubscriptionContext, scope: Scope) {
+    let accepted = context.accepted().clone();
+    let list_changes = accepted.resources_list_changed == Some(true);
+    let uris: BTreeSet<String> = accepted
+        .resource_subscriptions
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|uri| namespace.check_servable(uri, &scope).is_ok())
+        .collect();
+    let _subscribed = Counted::new(namespace, &uris);
+    let mut events = namespace.events();
+    let sink = context.sink().clone();
+    loop {
+        let event = tokio::select! {
+            () = context.cancelled() => return,
+            event = events.recv() => event,
+        };
+        let notifications = match event {
+            Ok(Event::ListChanged { scheme }) if list_changes && scope.allows(&scheme) => {
+                vec![list_changed()]
+            }
+            Ok(Event::Updated { uri }) if uris.contains(&uri) => vec![updated(uri)],
+            Ok(_) => Vec::new(),
+            Err(RecvError::Lagged(_)) => list_changes
+                .then(list_changed)
+                .into_iter()
+                .chain(uris.iter().cloned().map(updated))
+                .collect(),
+            Err(RecvError::Closed) => return,
+        };
+        for notification in notifications {
+            if sink.send(notification).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Subscriptions counted in the namespace for as long as this lives.
+struct Counted<'a> {
+    namespace: &'a Namespace,
+    uris: &'a BTreeSet<String>,
+}
+
+impl<'a> Counted<'a> {
+    fn new(namespace: &'a Namespace, uris: &'a BTreeSet<String>) -> Self {
+        for uri in uris {
+            namespace.subscriptions().add(uri);
+        }
+        Self { namespace, uris }
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        for uri in self.uris {
+            self.namespace.subscriptions().remove(uri);
+        }
+    }
+}
+
+fn list_changed() -> ServerNotification {
+    ServerNotification::ResourceListChangedNotification(ResourceListChangedNotification::default())
+}
+
+fn updated(uri: String) -> ServerNotification {
+    ServerNotification::ResourceUpdatedNotification(ResourceUpdatedNotification::new(
+        ResourceUpdatedNotificationParam::new(uri),
+    ))
+}
