@@ -201,6 +201,15 @@ pub fn mcp_error<T: std::fmt::Debug>(result: Result<T, ServiceError>) -> ErrorDa
     }
 }
 
+/// `params` with the `_meta` every 2026-07-28 request carries.
+fn modern(mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    params
+}
+
 /// `resmux serve` driven with raw JSON-RPC lines, for checks on the wire.
 pub struct RawServer {
     child: Child,
@@ -329,6 +338,33 @@ impl RawServer {
         }
     }
 
+    /// Waits for the first notification with `method` that `matches`,
+    /// looking first at those kept aside; others keep waiting in
+    /// [`Self::notifications`].
+    pub async fn notification(
+        &mut self,
+        method: &str,
+        matches: impl Fn(&Value) -> bool,
+    ) -> Result<Value> {
+        let wanted = |message: &Value| message["method"] == method && matches(message);
+        if let Some(index) = self.notifications.iter().position(wanted) {
+            return Ok(self.notifications.remove(index));
+        }
+        loop {
+            let message = self
+                .next_message()
+                .await
+                .with_context(|| format!("waiting for {method}"))?;
+            if message.get("id").is_some() && message.get("method").is_none() {
+                self.early.push(message);
+            } else if wanted(&message) {
+                return Ok(message);
+            } else {
+                self.notifications.push(message);
+            }
+        }
+    }
+
     /// The legacy handshake at `version`; returns the initialize result.
     pub async fn initialize(&mut self, version: &str) -> Result<Value> {
         let response = self
@@ -350,12 +386,13 @@ impl RawServer {
     }
 
     /// A 2026-07-28 request: `params` plus the required `_meta`.
-    pub async fn modern_request(&mut self, method: &str, mut params: Value) -> Result<Value> {
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}
-        });
-        self.request(method, params).await
+    pub async fn modern_request(&mut self, method: &str, params: Value) -> Result<Value> {
+        self.request(method, modern(params)).await
+    }
+
+    /// Sends a 2026-07-28 request without waiting; returns its id.
+    pub async fn modern_send(&mut self, method: &str, params: Value) -> Result<u64> {
+        self.send(method, modern(params)).await
     }
 
     /// Closes stdin, waits for the server to exit, and returns its stderr.

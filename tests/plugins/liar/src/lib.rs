@@ -120,6 +120,13 @@ impl Guest for Liar {
                 cache: None,
             });
         }
+        if let Some(millis) = path.strip_prefix("sleep/").and_then(|n| n.parse().ok()) {
+            std::thread::sleep(std::time::Duration::from_millis(millis));
+            return Ok(ReadResult {
+                contents: vec![content(&path, "text/plain")],
+                cache: None,
+            });
+        }
         if let Some(depth) = path.strip_prefix("recurse/").and_then(|n| n.parse().ok()) {
             let mut answer = content(&path, "text/plain");
             answer.body = Body::Text(format!("depth {}", descend(depth)));

@@ -1,0 +1,240 @@
+//! The live namespace over stdio: plugins added, replaced and removed while a
+//! client is connected, and subscriptions in both eras, fed by the `files`
+//! plugin's change reports.
+
+use std::time::Duration;
+
+use resmux_tests::{Folder, RawServer, component};
+use serde_json::{Value, json};
+
+async fn listed_uris(server: &mut RawServer) -> Vec<String> {
+    let listed = server.request("resources/list", json!({})).await.unwrap();
+    listed["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|resource| resource["uri"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn list_changed(server: &mut RawServer) {
+    server
+        .notification("notifications/resources/list_changed", |_| true)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn plugins_come_change_and_go_while_a_client_listens() {
+    let folder = Folder::new();
+    folder.plugin("notes", "notes");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    assert!(
+        !listed_uris(&mut server)
+            .await
+            .iter()
+            .any(|uri| uri.starts_with("extra://"))
+    );
+
+    folder.plugin("extra", "notes");
+    list_changed(&mut server).await;
+    let uris = listed_uris(&mut server).await;
+    assert!(
+        uris.contains(&"extra://notes/welcome".to_owned()),
+        "{uris:?}"
+    );
+
+    // A half-copied component never replaces the one serving.
+    let fixtures = std::fs::read(component("conformance")).unwrap();
+    folder.file("extra.wasm", &fixtures[..fixtures.len() / 2]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let welcome = server.read_text("extra://notes/welcome").await;
+    assert!(welcome.contains("Welcome"), "{welcome}");
+
+    folder.file("extra.wasm", &fixtures);
+    list_changed(&mut server).await;
+    assert_eq!(
+        server.read_text("extra://static-text").await,
+        "This is the content of the static text resource."
+    );
+    let gone = server.read("extra://notes/welcome").await.unwrap();
+    assert_eq!(gone["error"]["code"], -32002, "{gone}");
+
+    std::fs::remove_file(folder.path().join("extra.wasm")).unwrap();
+    list_changed(&mut server).await;
+    let uris = listed_uris(&mut server).await;
+    assert!(
+        !uris.iter().any(|uri| uri.starts_with("extra://")),
+        "{uris:?}"
+    );
+    assert!(uris.contains(&"notes://notes/welcome".to_owned()));
+
+    let stderr = server.stop().await.unwrap();
+    for expected in [
+        "plugin added scheme=\"extra\"",
+        "plugin not replaced, the previous version keeps serving",
+        "plugin replaced scheme=\"extra\"",
+        "plugin removed scheme=\"extra\"",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "stderr lacks {expected:?}:\n{stderr}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_call_in_flight_finishes_on_the_version_it_started_with() {
+    let folder = Folder::new();
+    folder.plugin("slow", "liar");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let id = server
+        .send("resources/read", json!({ "uri": "slow://sleep/3000" }))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    std::fs::copy(component("notes"), folder.path().join("slow.wasm")).unwrap();
+    let read = server.response(id).await.unwrap();
+    assert_eq!(
+        read["result"]["contents"][0]["uri"], "slow://sleep/3000",
+        "the read in flight failed: {read}"
+    );
+    assert!(
+        server
+            .notifications
+            .iter()
+            .any(|message| message["method"] == "notifications/resources/list_changed"),
+        "the replacement did not land while the read was in flight"
+    );
+    let after = server.read("slow://sleep/3000").await.unwrap();
+    assert_eq!(after["error"]["code"], -32002, "{after}");
+    server.stop().await.unwrap();
+}
+
+fn files_folder(interval_ms: u64) -> Folder {
+    let folder = Folder::new();
+    folder
+        .plugin("files", "files")
+        .manifest(
+            "files",
+            &format!(
+                "[config]\nroot = \"/data\"\n[[files]]\nhost = \"data\"\nguest = \"/data\"\n[changes]\ninterval_ms = {interval_ms}\n"
+            ),
+        )
+        .file("data/a.txt", b"first")
+        .file("data/b.txt", b"other");
+    folder
+}
+
+/// Rewrites a file so that its modification time surely moves on.
+fn rewrite(folder: &Folder, relative: &str, text: &str) {
+    std::thread::sleep(Duration::from_millis(20));
+    folder.file(relative, text.as_bytes());
+}
+
+#[tokio::test]
+async fn a_legacy_subscriber_hears_of_its_resource_and_no_other() {
+    // A one-minute interval: the watch on the granted directory must prompt
+    // the change report.
+    let folder = files_folder(60_000);
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let subscribed = server
+        .request("resources/subscribe", json!({ "uri": "files://a.txt" }))
+        .await
+        .unwrap();
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    let unknown = server
+        .request("resources/subscribe", json!({ "uri": "nobody://x" }))
+        .await
+        .unwrap();
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
+
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    rewrite(&folder, "data/b.txt", "changed, but nobody listens");
+    rewrite(&folder, "data/a.txt", "second");
+    let updated = server
+        .notification("notifications/resources/updated", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(updated["params"]["uri"], "files://a.txt", "{updated}");
+    assert_eq!(server.read_text("files://a.txt").await, "second");
+
+    let unsubscribed = server
+        .request("resources/unsubscribe", json!({ "uri": "files://a.txt" }))
+        .await
+        .unwrap();
+    assert_eq!(unsubscribed["result"], json!({}));
+    rewrite(&folder, "data/a.txt", "third");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.read_text("files://a.txt").await;
+    let heard: Vec<&Value> = server
+        .notifications
+        .iter()
+        .filter(|message| message["method"] == "notifications/resources/updated")
+        .collect();
+    assert!(heard.is_empty(), "heard after unsubscribing: {heard:?}");
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_listen_stream_is_acknowledged_tagged_and_cancelled() {
+    let folder = files_folder(200);
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    let listen = server
+        .modern_send(
+            "subscriptions/listen",
+            json!({ "notifications": {
+                "resourcesListChanged": true,
+                "resourceSubscriptions": ["files://a.txt"]
+            }}),
+        )
+        .await
+        .unwrap();
+    let acknowledged = server
+        .notification("notifications/subscriptions/acknowledged", |_| true)
+        .await
+        .unwrap();
+    let tag = |message: &Value| {
+        message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].clone()
+    };
+    assert_eq!(tag(&acknowledged), json!(listen), "{acknowledged}");
+
+    rewrite(&folder, "data/a.txt", "second");
+    let updated = server
+        .notification("notifications/resources/updated", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(updated["params"]["uri"], "files://a.txt");
+    assert_eq!(tag(&updated), json!(listen), "{updated}");
+
+    rewrite(&folder, "data/new.txt", "a new file");
+    let changed = server
+        .notification("notifications/resources/list_changed", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(tag(&changed), json!(listen), "{changed}");
+
+    server
+        .send_line(
+            &json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": { "requestId": listen } })
+            .to_string(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.notifications.clear();
+    rewrite(&folder, "data/a.txt", "third");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let read = server
+        .modern_request("resources/read", json!({ "uri": "files://a.txt" }))
+        .await
+        .unwrap();
+    assert_eq!(read["result"]["contents"][0]["text"], "third");
+    assert!(
+        server.notifications.is_empty(),
+        "heard after cancelling: {:?}",
+        server.notifications
+    );
+    server.stop().await.unwrap();
+}
