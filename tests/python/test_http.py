@@ -3,69 +3,17 @@ SDK in both eras, plus the checks of the wire: `Host` and `Origin` against DNS
 rebinding, and a graceful stop on SIGTERM."""
 
 import asyncio
-import os
-import re
-import signal
-import subprocess
-import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-ROOT = Path(__file__).resolve().parents[2]
-BINARY = Path(os.environ.get("RESMUX_BIN", ROOT / "target/release/resmux"))
-PLUGINS = ROOT / "target/plugins"
 INITIALIZE = (
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
     b'"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}'
 )
-
-
-class Server:
-    """`resmux serve --http` on a free loopback port; stderr is drained as it
-    comes so the server never blocks on a full pipe."""
-
-    def __init__(self):
-        self.process = subprocess.Popen(
-            [str(BINARY), "serve", "--plugins", str(PLUGINS), "--page-size", "2", "--http", "127.0.0.1:0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "RESMUX_CACHE_DIR": str(ROOT / "target/test-cache"), "RUST_LOG": "info"},
-            text=True,
-        )
-        self.log = []
-        found = threading.Event()
-
-        def drain():
-            for line in self.process.stderr:
-                self.log.append(line)
-                if re.search(r"at http://[\d.:]+/mcp", line):
-                    found.set()
-
-        self.drainer = threading.Thread(target=drain, daemon=True)
-        self.drainer.start()
-        assert found.wait(60), "".join(self.log)
-        self.url = re.search(r"(http://[\d.:]+/mcp)", "".join(self.log)).group(1)
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(30)
-        self.drainer.join(30)
-        return code
-
-
-@pytest.fixture
-def server():
-    assert BINARY.exists() and PLUGINS.exists(), "run scripts/build first"
-    running = Server()
-    yield running
-    if running.process.poll() is None:
-        running.process.kill()
 
 
 def post(url, headers):

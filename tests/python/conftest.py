@@ -1,0 +1,79 @@
+"""Shared by the HTTP tests: `resmux serve --http` on a free loopback port."""
+
+import os
+import re
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = Path(os.environ.get("RESMUX_BIN", ROOT / "target/release/resmux"))
+PLUGINS = ROOT / "target/plugins"
+
+
+class Server:
+    """`resmux serve --http` on a free loopback port, serving `plugins` with
+    `args` added; stderr is drained as it comes so the server never blocks on
+    a full pipe."""
+
+    def __init__(self, plugins=PLUGINS, args=(), env=None):
+        self.process = subprocess.Popen(
+            [str(BINARY), "serve", "--plugins", str(plugins), "--page-size", "2", "--http", "127.0.0.1:0", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={
+                **os.environ,
+                "RESMUX_CACHE_DIR": str(ROOT / "target/test-cache"),
+                "RUST_LOG": "info",
+                **(env or {}),
+            },
+            text=True,
+        )
+        self.log = []
+        found = threading.Event()
+
+        def drain():
+            for line in self.process.stderr:
+                self.log.append(line)
+                if re.search(r"at http://[\d.:]+/mcp", line):
+                    found.set()
+
+        self.drainer = threading.Thread(target=drain, daemon=True)
+        self.drainer.start()
+        assert found.wait(60), "".join(self.log)
+        self.url = re.search(r"(http://[\d.:]+/mcp)", "".join(self.log)).group(1)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(30)
+        self.drainer.join(30)
+        return code
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+
+
+@pytest.fixture
+def serve():
+    """Starts servers on demand; kills whatever is left at the end."""
+    assert BINARY.exists() and PLUGINS.exists(), "run scripts/build first"
+    started = []
+
+    def start(**options):
+        server = Server(**options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.kill()
+
+
+@pytest.fixture
+def server(serve):
+    return serve()

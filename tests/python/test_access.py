@@ -1,0 +1,157 @@
+"""Access control over HTTP: bearer tokens from a tokens file, each client
+seeing only its schemes in listings, templates, reads, completion and
+subscriptions alike; 401 with a challenge otherwise; a rate limit on reads;
+the tool bridge held to the same rules; and the audit log of every read."""
+
+import asyncio
+import hashlib
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+ALICE = "alice-token-0123456789"
+BOB = "bob-token-9876543210ab"
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    b'"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}'
+)
+
+
+@pytest.fixture
+def guarded(serve, tmp_path):
+    tokens = tmp_path / "tokens.toml"
+    bob_hash = hashlib.sha256(BOB.encode()).hexdigest()
+    tokens.write_text(
+        "[clients.alice]\n"
+        'token = { from_env = "RESMUX_TEST_ALICE" }\n'
+        'schemes = ["notes"]\n'
+        "[clients.bob]\n"
+        f'token_sha256 = "{bob_hash}"\n'
+        'schemes = ["*"]\n'
+        "reads_per_minute = 3\n"
+    )
+    audit = tmp_path / "audit.jsonl"
+    server = serve(
+        args=("--tokens", str(tokens), "--audit-log", str(audit)),
+        env={"RESMUX_TEST_ALICE": ALICE},
+    )
+    server.audit = audit
+    return server
+
+
+def connect(server, token, mode):
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(server.url, http_client=http), mode=mode, cache=None)
+
+
+def post(url, headers):
+    request = urllib.request.Request(
+        url,
+        data=INITIALIZE,
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers
+
+
+def test_no_token_or_a_bad_one_gets_401_with_a_challenge(guarded):
+    status, headers = post(guarded.url, {})
+    assert status == 401
+    assert headers["WWW-Authenticate"] == 'Bearer realm="resmux"'
+    status, headers = post(guarded.url, {"Authorization": "Bearer not-a-known-token-at-all"})
+    assert status == 401
+    assert 'error="invalid_token"' in headers["WWW-Authenticate"]
+    status, _ = post(guarded.url, {"Authorization": f"Bearer {ALICE}"})
+    assert status == 200
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
+def test_a_client_sees_and_reaches_only_its_schemes(guarded, mode):
+    async def scenario():
+        async with connect(guarded, ALICE, mode) as client:
+            uris, cursor = [], None
+            while True:
+                page = await client.list_resources(cursor=cursor)
+                uris += [resource.uri for resource in page.resources]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            templates = await client.list_resource_templates()
+            note = await client.read_resource("notes://notes/welcome")
+            refusals = {}
+            with pytest.raises(MCPError) as read:
+                await client.read_resource("test://static-text")
+            refusals["read"] = read.value
+            with pytest.raises(MCPError) as complete:
+                await client.complete(
+                    {"type": "ref/resource", "uri": "test://template/{id}/data"}, {"name": "id", "value": ""}
+                )
+            refusals["complete"] = complete.value
+            if mode == "legacy":
+                with pytest.raises(MCPError) as subscribe:
+                    await client.subscribe_resource("test://watched-resource")
+                refusals["subscribe"] = subscribe.value
+            search = await client.call_tool("search_resources", {"query": "static"})
+            tool_read = await client.call_tool("read_resource", {"uri": "test://static-text"})
+            return uris, templates, note, refusals, search, tool_read
+
+    uris, templates, note, refusals, search, tool_read = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert uris and all(uri.startswith("notes://") for uri in uris), uris
+    assert all(t.uri_template.startswith("notes://") for t in templates.resource_templates)
+    assert note.contents[0].text.startswith("# Welcome")
+    not_found = {"auto": -32602, "legacy": -32002}[mode]
+    assert refusals["read"].code == not_found
+    assert "no plugin serves scheme" in str(refusals["read"])
+    assert refusals["complete"].code == -32602
+    if mode == "legacy":
+        assert refusals["subscribe"].code == -32002
+    assert search.content[0].text == 'No resource matches "static".'
+    assert tool_read.is_error and "no plugin serves scheme" in tool_read.content[0].text
+
+
+def test_reads_over_the_rate_limit_are_refused_and_everything_is_audited(guarded):
+    async def scenario():
+        async with connect(guarded, BOB, "auto") as client:
+            for _ in range(3):
+                await client.read_resource("test://static-text")
+            with pytest.raises(MCPError) as limited:
+                await client.read_resource("test://static-text")
+            return limited.value
+
+    limited = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert limited.code == -32029
+    assert "client bob exceeded its rate limit of 3 reads per minute; retry in" in str(limited)
+
+    async def alice_reads():
+        async with connect(guarded, ALICE, "legacy") as client:
+            await client.read_resource("notes://notes/welcome")
+            with pytest.raises(MCPError):
+                await client.read_resource("notes://notes/missing")
+            await client.call_tool("read_resource", {"uri": "notes://notes/welcome"})
+
+    asyncio.run(asyncio.wait_for(alice_reads(), 60))
+    lines = [json.loads(line) for line in guarded.audit.read_text().splitlines()]
+    summary = [(line["client"], line["via"], line["uri"], line["outcome"]) for line in lines]
+    assert summary == [
+        ("bob", "resources/read", "test://static-text", "ok"),
+        ("bob", "resources/read", "test://static-text", "ok"),
+        ("bob", "resources/read", "test://static-text", "ok"),
+        ("bob", "resources/read", "test://static-text", "rate-limited"),
+        ("alice", "resources/read", "notes://notes/welcome", "ok"),
+        ("alice", "resources/read", "notes://notes/missing", "not-found"),
+        ("alice", "tools/call", "notes://notes/welcome", "ok"),
+    ]
+    assert lines[0]["bytes"] == len("This is the content of the static text resource.")
+    assert lines[3]["bytes"] == 0
+    assert all(line["time"].endswith("Z") for line in lines)
