@@ -4,12 +4,11 @@
 # `test`, at 2025-11-25 and at 2026-07-28. Scenarios that need the suite's own
 # test tools or prompts, which resmux does not serve, are expected failures,
 # each listed with its reason in baseline-<revision>.yml; any other failure,
-# or an expected failure that passes, fails this script.
+# or an expected failure that passes, fails this script. Run by ./run, which
+# installs the suite.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-cd "$here"
-npm ci --no-audit --no-fund --loglevel=error
 export PATH="$here/node_modules/.bin:$PATH"
 
 work="$(mktemp -d)"
