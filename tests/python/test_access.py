@@ -6,6 +6,7 @@ the tool bridge held to the same rules; and the audit log of every read."""
 import asyncio
 import hashlib
 import json
+import shutil
 import urllib.error
 import urllib.request
 
@@ -14,6 +15,8 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+
+from conftest import ROOT
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-9876543210ab"
@@ -155,3 +158,31 @@ def test_reads_over_the_rate_limit_are_refused_and_everything_is_audited(guarded
     assert lines[0]["bytes"] == len("This is the content of the static text resource.")
     assert lines[3]["bytes"] == 0
     assert all(line["time"].endswith("Z") for line in lines)
+
+
+def test_private_answers_are_cached_per_client_and_public_ones_shared(serve, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(ROOT / "target/test-plugins/liar.wasm", plugins / "liar.wasm")
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        '[clients.carol]\ntoken = { from_env = "RESMUX_TEST_CAROL" }\nschemes = ["*"]\n'
+        '[clients.dave]\ntoken = { from_env = "RESMUX_TEST_DAVE" }\nschemes = ["*"]\n'
+    )
+    server = serve(
+        plugins=plugins,
+        args=("--tokens", str(tokens)),
+        env={"RESMUX_TEST_CAROL": ALICE, "RESMUX_TEST_DAVE": BOB},
+    )
+
+    async def reads(token, uri, times):
+        async with connect(server, token, "auto") as client:
+            return [(await client.read_resource(uri)).contents[0].text for _ in range(times)]
+
+    def run(token, uri, times=1):
+        return asyncio.run(asyncio.wait_for(reads(token, uri, times), 60))
+
+    carol_private = run(ALICE, "liar://random/private", 2)
+    assert carol_private[0] == carol_private[1], "a private answer was not cached for its client"
+    assert run(BOB, "liar://random/private") != carol_private[:1], "a private answer reached another client"
+    assert run(ALICE, "liar://random/public") == run(BOB, "liar://random/public")

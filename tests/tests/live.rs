@@ -238,3 +238,54 @@ async fn a_listen_stream_is_acknowledged_tagged_and_cancelled() {
     );
     server.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn answers_are_cached_within_their_ttl_and_dropped_on_change() {
+    let folder = Folder::new();
+    folder.plugin("liar", "liar");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    let read = async |server: &mut RawServer| {
+        let response = server
+            .modern_request("resources/read", json!({ "uri": "liar://random/public" }))
+            .await
+            .unwrap();
+        let result = &response["result"];
+        (
+            result["contents"][0]["text"].as_str().unwrap().to_owned(),
+            result["ttlMs"].as_u64().unwrap(),
+        )
+    };
+    let (first, first_ttl) = read(&mut server).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (again, ttl_left) = read(&mut server).await;
+    assert_eq!(first, again, "the second read reached the plugin");
+    assert_eq!(first_ttl, 60_000);
+    assert!(ttl_left < first_ttl, "{ttl_left}");
+
+    let mut unlimited = RawServer::start(folder.path(), &["--response-cache-mib", "0"]).unwrap();
+    let (one, _) = read(&mut unlimited).await;
+    let (two, _) = read(&mut unlimited).await;
+    assert_ne!(one, two, "with no cache every read reaches the plugin");
+    unlimited.stop().await.unwrap();
+
+    server
+        .modern_send(
+            "subscriptions/listen",
+            json!({ "notifications": { "resourcesListChanged": true } }),
+        )
+        .await
+        .unwrap();
+    server
+        .notification("notifications/subscriptions/acknowledged", |_| true)
+        .await
+        .unwrap();
+    folder.manifest("liar", "[limits]\ntimeout_ms = 9000\n");
+    list_changed(&mut server).await;
+    let (after_change, ttl) = read(&mut server).await;
+    assert_ne!(
+        after_change, first,
+        "a replaced plugin's cached answers were served"
+    );
+    assert_eq!(ttl, 60_000);
+    server.stop().await.unwrap();
+}

@@ -19,7 +19,7 @@ use resmux::access::audit::AuditLog;
 use resmux::catalog::{self, Loading};
 use resmux::namespace::{Namespace, changes};
 use resmux::policy::Ceiling;
-use resmux::protocol::ResmuxServer;
+use resmux::protocol::{self, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, Runtime};
 use resmux::transport::{self, HttpOptions};
 
@@ -69,6 +69,9 @@ pub enum Command {
         /// Append one JSON line per read to this file.
         #[arg(long, env = "RESMUX_AUDIT_LOG")]
         audit_log: Option<PathBuf>,
+        /// Memory for answers kept within their cache hint, in MiB; 0 keeps none.
+        #[arg(long, default_value_t = 64)]
+        response_cache_mib: u64,
     },
     /// List every resource of the namespace.
     List(FolderArgs),
@@ -209,6 +212,7 @@ pub async fn run(command: Command) -> Result<()> {
             no_tools,
             tokens,
             audit_log,
+            response_cache_mib,
         } => {
             let access = tokens.as_deref().map(AccessList::read).transpose()?;
             let http = http.map(|address| HttpOptions {
@@ -218,7 +222,12 @@ pub async fn run(command: Command) -> Result<()> {
                 access: access.map(Arc::new),
             });
             let audit = audit_log.as_deref().map(AuditLog::open).transpose()?;
-            serve(folder, http, !no_tools, audit).await
+            let options = ServeOptions {
+                tool_bridge: !no_tools,
+                audit,
+                response_cache_bytes: response_cache_mib.saturating_mul(1024 * 1024),
+            };
+            serve(folder, http, options).await
         }
         Command::List(folder) => query::list(folder).await,
         Command::Templates(folder) => query::templates(folder).await,
@@ -263,12 +272,14 @@ async fn load(folder: &FolderArgs) -> Result<(Namespace, Runtime, catalog::Rules
     Ok((namespace, runtime, rules, loading))
 }
 
-async fn serve(
-    folder: FolderArgs,
-    http: Option<HttpOptions>,
+/// What `serve` adds around the namespace.
+struct ServeOptions {
     tool_bridge: bool,
     audit: Option<AuditLog>,
-) -> Result<()> {
+    response_cache_bytes: u64,
+}
+
+async fn serve(folder: FolderArgs, http: Option<HttpOptions>, options: ServeOptions) -> Result<()> {
     let (namespace, runtime, rules, loading) = load(&folder).await?;
     tracing::info!(schemes = ?namespace.schemes(), "namespace ready");
     let namespace = Arc::new(namespace);
@@ -280,7 +291,16 @@ async fn serve(
         namespace.clone(),
         &loading.loaded,
     )?;
-    let server = ResmuxServer::new(namespace, tool_bridge, audit);
+    let cache = (options.response_cache_bytes > 0)
+        .then(|| ResponseCache::new(options.response_cache_bytes, &namespace));
+    let server = ResmuxServer::new(
+        namespace,
+        protocol::Options {
+            tool_bridge: options.tool_bridge,
+            audit: options.audit,
+            cache,
+        },
+    );
     match http {
         Some(options) => transport::serve_http(server, options).await,
         None => transport::serve_stdio(server).await,

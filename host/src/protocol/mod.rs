@@ -29,8 +29,11 @@ use crate::access::audit::{AuditLog, Record};
 use crate::contract::{self, Body, CacheHint, Metadata, ProviderError};
 use crate::namespace::{self, Namespace, NamespaceError, Read};
 
+mod cache;
 mod notify;
 mod tools;
+
+pub use cache::ResponseCache;
 
 use notify::Session;
 
@@ -41,7 +44,19 @@ pub struct ResmuxServer {
     namespace: Arc<Namespace>,
     tool_bridge: bool,
     audit: Option<Arc<AuditLog>>,
+    cache: Option<Arc<ResponseCache>>,
     session: Arc<Session>,
+}
+
+/// What a server adds around the namespace.
+#[derive(Default)]
+pub struct Options {
+    /// Offer the namespace as tools too.
+    pub tool_bridge: bool,
+    /// Record every read here.
+    pub audit: Option<AuditLog>,
+    /// Keep answers within their ttl here.
+    pub cache: Option<Arc<ResponseCache>>,
 }
 
 /// Why a read was refused before or after it reached the namespace.
@@ -51,14 +66,14 @@ enum ReadRefusal {
 }
 
 impl ResmuxServer {
-    /// Serves `namespace`; with `tool_bridge`, also as tools; every read is
-    /// recorded in `audit`, if given.
-    pub fn new(namespace: Arc<Namespace>, tool_bridge: bool, audit: Option<AuditLog>) -> Self {
+    /// Serves `namespace` with `options`.
+    pub fn new(namespace: Arc<Namespace>, options: Options) -> Self {
         Self {
             session: Session::new(namespace.clone()),
             namespace,
-            tool_bridge,
-            audit: audit.map(Arc::new),
+            tool_bridge: options.tool_bridge,
+            audit: options.audit.map(Arc::new),
+            cache: options.cache,
         }
     }
 
@@ -75,11 +90,7 @@ impl ResmuxServer {
     async fn read(&self, client: &Client, uri: &str, via: &str) -> Result<Read, ReadRefusal> {
         let outcome = match client.admit_read() {
             Err(refusal) => Err(ReadRefusal::RateLimited(refusal)),
-            Ok(()) => self
-                .namespace
-                .read(uri, &client.scope)
-                .await
-                .map_err(ReadRefusal::Namespace),
+            Ok(()) => self.read_through_cache(client, uri).await,
         };
         if let Some(audit) = &self.audit {
             let (outcome_name, bytes) = match &outcome {
@@ -98,6 +109,77 @@ impl ResmuxServer {
             });
         }
         outcome
+    }
+}
+
+impl ResmuxServer {
+    async fn read_through_cache(&self, client: &Client, uri: &str) -> Result<Read, ReadRefusal> {
+        let scope = &client.scope;
+        if let Some(cached) = self
+            .cache
+            .as_ref()
+            .and_then(|cache| cache.read(uri, &client.name, scope))
+        {
+            let (read, ttl_ms) = cached.fresh();
+            let mut read = Read::clone(&read);
+            read.cache.ttl_ms = ttl_ms;
+            return Ok(read);
+        }
+        let read = self
+            .namespace
+            .read(uri, scope)
+            .await
+            .map_err(ReadRefusal::Namespace)?;
+        if let Some(cache) = &self.cache {
+            cache.keep_read(uri, &client.name, scope, &read);
+        }
+        Ok(read)
+    }
+
+    async fn resources_page(
+        &self,
+        client: &Client,
+        cursor: Option<&str>,
+    ) -> Result<namespace::Listed<namespace::Resource>, NamespaceError> {
+        let scope = &client.scope;
+        if let Some(cached) = self
+            .cache
+            .as_ref()
+            .and_then(|cache| cache.resources(cursor, &client.name, scope))
+        {
+            let (page, ttl_ms) = cached.fresh();
+            let mut page = namespace::Listed::clone(&page);
+            page.cache.ttl_ms = ttl_ms;
+            return Ok(page);
+        }
+        let page = self.namespace.list(cursor, scope).await?;
+        if let Some(cache) = &self.cache {
+            cache.keep_resources(cursor, &client.name, scope, &page);
+        }
+        Ok(page)
+    }
+
+    async fn templates_page(
+        &self,
+        client: &Client,
+        cursor: Option<&str>,
+    ) -> Result<namespace::Listed<namespace::Template>, NamespaceError> {
+        let scope = &client.scope;
+        if let Some(cached) = self
+            .cache
+            .as_ref()
+            .and_then(|cache| cache.templates(cursor, &client.name, scope))
+        {
+            let (page, ttl_ms) = cached.fresh();
+            let mut page = namespace::Listed::clone(&page);
+            page.cache.ttl_ms = ttl_ms;
+            return Ok(page);
+        }
+        let page = self.namespace.templates(cursor, scope).await?;
+        if let Some(cache) = &self.cache {
+            cache.keep_templates(cursor, &client.name, scope, &page);
+        }
+        Ok(page)
     }
 }
 
@@ -143,8 +225,7 @@ impl ServerHandler for ResmuxServer {
         let cursor = request.and_then(|request| request.cursor);
         let client = client_of(&context.extensions);
         let page = self
-            .namespace
-            .list(cursor.as_deref(), &client.scope)
+            .resources_page(&client, cursor.as_deref())
             .await
             .map_err(error_data)?;
         let mut result =
@@ -164,8 +245,7 @@ impl ServerHandler for ResmuxServer {
         let cursor = request.and_then(|request| request.cursor);
         let client = client_of(&context.extensions);
         let page = self
-            .namespace
-            .templates(cursor.as_deref(), &client.scope)
+            .templates_page(&client, cursor.as_deref())
             .await
             .map_err(error_data)?;
         let mut result = ListResourceTemplatesResult::with_all_items(

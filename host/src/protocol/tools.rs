@@ -101,8 +101,7 @@ async fn search(
     let mut cursor = None;
     for _ in 0..MAX_PAGES {
         let page = server
-            .namespace
-            .list(cursor.as_deref(), &client.scope)
+            .resources_page(client, cursor.as_deref())
             .await
             .map_err(|error| error.to_string())?;
         for resource in page.items {

@@ -120,6 +120,23 @@ impl Guest for Liar {
                 cache: None,
             });
         }
+        if let Some(scope) = path.strip_prefix("random/") {
+            // A fresh number on every call, cacheable for a minute: a cached
+            // answer shows as a repeated number.
+            let scope = match scope {
+                "private" => CacheScope::Private,
+                _ => CacheScope::Public,
+            };
+            let mut answer = content(&path, "text/plain");
+            answer.body = Body::Text(random_number().to_string());
+            return Ok(ReadResult {
+                contents: vec![answer],
+                cache: Some(CacheHint {
+                    ttl_ms: 60_000,
+                    scope,
+                }),
+            });
+        }
         if let Some(millis) = path.strip_prefix("sleep/").and_then(|n| n.parse().ok()) {
             std::thread::sleep(std::time::Duration::from_millis(millis));
             return Ok(ReadResult {
@@ -217,6 +234,12 @@ fn recurse(depth: u64) -> u64 {
         return depth;
     }
     std::hint::black_box(recurse(std::hint::black_box(depth + 1))) + 1
+}
+
+/// A number from the host's randomness.
+fn random_number() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(0u8)
 }
 
 /// Recurses `depth` calls deep and back.

@@ -1,0 +1,268 @@
+//! The response cache: list pages and reads kept for as long as their
+//! provider's cache hint (`ttl-ms`) allows, so repeated requests spare the
+//! plugin. A `private` answer is kept for the client that got it alone; a
+//! `public` one is shared by clients with the same scope. A change announced
+//! by the namespace drops what it may have made stale: an updated resource
+//! its reads, a changed scheme every page and its reads. Answers served from
+//! the cache carry the ttl they have left. Reads served from here still pass
+//! the client's rate limit and reach the audit log.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use moka::Expiry;
+use moka::sync::Cache;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::contract::{CacheHint, CacheScope};
+use crate::namespace::{Event, Listed, Namespace, Read, Resource, Scope, Template};
+
+/// One cached answer and when it goes stale.
+pub struct Cached<T> {
+    value: Arc<T>,
+    stored: Instant,
+    ttl: Duration,
+    bytes: u32,
+}
+
+impl<T> Clone for Cached<T> {
+    fn clone(&self) -> Self {
+        Self {
+            value: self.value.clone(),
+            ..*self
+        }
+    }
+}
+
+impl<T> Cached<T> {
+    /// The answer with the ttl it has left.
+    pub fn fresh(&self) -> (Arc<T>, u64) {
+        let left = self.ttl.saturating_sub(self.stored.elapsed());
+        (self.value.clone(), left.as_millis() as u64)
+    }
+}
+
+/// Whose an entry is: a client's own (private answers), or shared by every
+/// client with one scope.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+enum Owner {
+    Client(Arc<str>),
+    Scope(Scope),
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct ReadKey {
+    uri: String,
+    owner: Owner,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct PageKey {
+    cursor: Option<String>,
+    owner: Owner,
+}
+
+struct UntilStale;
+
+impl<K, T> Expiry<K, Cached<T>> for UntilStale {
+    fn expire_after_create(&self, _: &K, value: &Cached<T>, _: Instant) -> Option<Duration> {
+        Some(value.ttl)
+    }
+}
+
+/// Cached reads and list pages, bounded in bytes.
+pub struct ResponseCache {
+    reads: Cache<ReadKey, Cached<Read>>,
+    resources: Cache<PageKey, Cached<Listed<Resource>>>,
+    templates: Cache<PageKey, Cached<Listed<Template>>>,
+}
+
+/// Reads and pages share the budget: half for reads, a quarter per listing.
+fn cache<K, T>(budget: u64) -> Cache<K, Cached<T>>
+where
+    K: std::hash::Hash + Eq + Send + Sync + 'static,
+    T: Send + Sync + 'static,
+{
+    Cache::builder()
+        .max_capacity(budget)
+        .weigher(|_, value: &Cached<T>| value.bytes)
+        .expire_after(UntilStale)
+        .support_invalidation_closures()
+        .build()
+}
+
+impl ResponseCache {
+    /// A cache of at most `budget` bytes that forgets what `namespace`
+    /// announces as changed.
+    pub fn new(budget: u64, namespace: &Arc<Namespace>) -> Arc<Self> {
+        let cache = Arc::new(Self {
+            reads: cache(budget / 2),
+            resources: cache(budget / 4),
+            templates: cache(budget / 4),
+        });
+        forget_changes(Arc::downgrade(&cache), namespace);
+        cache
+    }
+
+    pub fn read(&self, uri: &str, client: &Arc<str>, scope: &Scope) -> Option<Cached<Read>> {
+        [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
+            .into_iter()
+            .find_map(|owner| {
+                self.reads.get(&ReadKey {
+                    uri: uri.to_owned(),
+                    owner,
+                })
+            })
+    }
+
+    pub fn keep_read(&self, uri: &str, client: &Arc<str>, scope: &Scope, read: &Read) {
+        let bytes = read.byte_count();
+        if let Some((owner, cached)) = entry(read.cache, client, scope, read.clone(), bytes) {
+            let key = ReadKey {
+                uri: uri.to_owned(),
+                owner,
+            };
+            self.reads.insert(key, cached);
+        }
+    }
+
+    pub fn resources(
+        &self,
+        cursor: Option<&str>,
+        client: &Arc<str>,
+        scope: &Scope,
+    ) -> Option<Cached<Listed<Resource>>> {
+        page(&self.resources, cursor, client, scope)
+    }
+
+    pub fn keep_resources(
+        &self,
+        cursor: Option<&str>,
+        client: &Arc<str>,
+        scope: &Scope,
+        page: &Listed<Resource>,
+    ) {
+        keep_page(&self.resources, cursor, client, scope, page);
+    }
+
+    pub fn templates(
+        &self,
+        cursor: Option<&str>,
+        client: &Arc<str>,
+        scope: &Scope,
+    ) -> Option<Cached<Listed<Template>>> {
+        page(&self.templates, cursor, client, scope)
+    }
+
+    pub fn keep_templates(
+        &self,
+        cursor: Option<&str>,
+        client: &Arc<str>,
+        scope: &Scope,
+        page: &Listed<Template>,
+    ) {
+        keep_page(&self.templates, cursor, client, scope, page);
+    }
+
+    fn forget(&self, event: &Event) {
+        // Invalidation closures are only refused when the cache was built
+        // without them, which `cache` never does.
+        match event {
+            Event::Updated { uri } => {
+                let uri = uri.clone();
+                let _ = self
+                    .reads
+                    .invalidate_entries_if(move |key, _| key.uri == uri);
+            }
+            Event::ListChanged { scheme } => {
+                let prefix = format!("{scheme}://");
+                let _ = self
+                    .reads
+                    .invalidate_entries_if(move |key, _| key.uri.starts_with(&prefix));
+                self.resources.invalidate_all();
+                self.templates.invalidate_all();
+            }
+        }
+    }
+
+    fn forget_everything(&self) {
+        self.reads.invalidate_all();
+        self.resources.invalidate_all();
+        self.templates.invalidate_all();
+    }
+}
+
+fn page<T: Send + Sync + 'static>(
+    cache: &Cache<PageKey, Cached<Listed<T>>>,
+    cursor: Option<&str>,
+    client: &Arc<str>,
+    scope: &Scope,
+) -> Option<Cached<Listed<T>>> {
+    [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
+        .into_iter()
+        .find_map(|owner| {
+            cache.get(&PageKey {
+                cursor: cursor.map(str::to_owned),
+                owner,
+            })
+        })
+}
+
+fn keep_page<T: Clone + Send + Sync + 'static>(
+    cache: &Cache<PageKey, Cached<Listed<T>>>,
+    cursor: Option<&str>,
+    client: &Arc<str>,
+    scope: &Scope,
+    page: &Listed<T>,
+) {
+    // A rough size: listings are small next to reads.
+    let bytes = (page.items.len() as u64).saturating_mul(512);
+    if let Some((owner, cached)) = entry(page.cache, client, scope, page.clone(), bytes) {
+        let key = PageKey {
+            cursor: cursor.map(str::to_owned),
+            owner,
+        };
+        cache.insert(key, cached);
+    }
+}
+
+/// The entry for an answer with `hint`, or none if it may not be kept.
+fn entry<T>(
+    hint: CacheHint,
+    client: &Arc<str>,
+    scope: &Scope,
+    value: T,
+    bytes: u64,
+) -> Option<(Owner, Cached<T>)> {
+    if hint.ttl_ms == 0 {
+        return None;
+    }
+    let owner = match hint.scope {
+        CacheScope::Private => Owner::Client(client.clone()),
+        CacheScope::Public => Owner::Scope(scope.clone()),
+    };
+    let cached = Cached {
+        value: Arc::new(value),
+        stored: Instant::now(),
+        ttl: Duration::from_millis(hint.ttl_ms),
+        bytes: u32::try_from(bytes).unwrap_or(u32::MAX).max(1),
+    };
+    Some((owner, cached))
+}
+
+/// Drops what each announced change may have made stale, for as long as the
+/// cache lives.
+fn forget_changes(cache: Weak<ResponseCache>, namespace: &Namespace) {
+    let mut events = namespace.events();
+    tokio::spawn(async move {
+        loop {
+            let event = events.recv().await;
+            let Some(cache) = cache.upgrade() else { return };
+            match event {
+                Ok(event) => cache.forget(&event),
+                Err(RecvError::Lagged(_)) => cache.forget_everything(),
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+}
