@@ -15,6 +15,7 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::signal::unix::{SignalKind, signal};
@@ -74,6 +75,13 @@ pub async fn serve_http(server: ResmuxServer, options: HttpOptions) -> Result<()
         .with_context(|| format!("cannot listen on {}", options.address))?;
     let stop = stop_signal()?;
     let bound = listener.local_addr()?;
+    // Answers are small and go out at once: without this, Nagle's algorithm
+    // meets the client's delayed acknowledgement and adds 40 ms to a reply.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {error}");
+        }
+    });
     tracing::info!("serving MCP over Streamable HTTP at http://{bound}/mcp");
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
