@@ -33,7 +33,7 @@ async fn a_plugin_that_fails_to_load_is_reported_and_the_others_serve() {
         "garbage.wasm",
         "is not a loadable component",
         "unconfigured.wasm",
-        r#"page_size "many" is not a positive number"#,
+        r#"config key "page_size" has the value "many", which is not a valid usize"#,
         "typo.toml",
         "unknown field `schem`",
         "bare.toml",

@@ -1,21 +1,15 @@
 //! `notes`: a small collection of Markdown notes with tags. The example a new
 //! plugin author copies first: a paginated listing, two templates, argument
-//! completion, typed errors and configuration, in one short file.
+//! completion, typed errors and configuration, in one short file, written
+//! with the Rust SDK (`resmux-sdk`).
 //!
 //! Mounted as `notes`, it serves `notes://notes/{id}` (one note) and
 //! `notes://tags/{tag}` (the notes with that tag).
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "resmux:provider/plugin",
-});
-
-use std::sync::OnceLock;
-
-use exports::resmux::provider::provider::Guest;
-use resmux::provider::types::{
-    Annotations, CacheHint, CacheScope, ChangeReport, Completion, CompletionRequest, Content,
-    Error, PluginInfo, ReadResult, Resource, ResourcePage, Role, Template, TemplatePage,
+use resmux_sdk::{
+    Annotations, CacheHint, CacheScope, ChangeReport, Completion, CompletionRequest, Config,
+    Content, Error, Plugin, PluginInfo, ReadResult, Resource, ResourcePage, Role, Template,
+    TemplatePage,
 };
 
 struct Note {
@@ -72,72 +66,53 @@ const CACHE: CacheHint = CacheHint {
     scope: CacheScope::Public,
 };
 
-static PAGE_SIZE: OnceLock<usize> = OnceLock::new();
+struct Notes {
+    page_size: usize,
+}
 
-struct Notes;
-
-impl Guest for Notes {
+impl Plugin for Notes {
     fn about() -> PluginInfo {
-        PluginInfo {
-            name: "notes".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description: "A small collection of Markdown notes with tags".into(),
-        }
+        PluginInfo::new(
+            "notes",
+            env!("CARGO_PKG_VERSION"),
+            "A small collection of Markdown notes with tags",
+        )
     }
 
-    fn init(config: Vec<(String, String)>) -> Result<(), Error> {
-        let mut page_size = DEFAULT_PAGE_SIZE;
-        for (key, value) in config {
-            match key.as_str() {
-                "page_size" => {
-                    page_size = value.parse().ok().filter(|&size| size > 0).ok_or_else(|| {
-                        Error::InvalidInput(format!("page_size {value:?} is not a positive number"))
-                    })?;
-                }
-                _ => return Err(Error::InvalidInput(format!("unknown config key {key:?}"))),
-            }
+    fn init(mut config: Config) -> Result<Self, Error> {
+        let page_size = config.parse_or("page_size", DEFAULT_PAGE_SIZE)?;
+        config.finish()?;
+        if page_size == 0 {
+            return Err(Error::InvalidInput("page_size must be above 0".into()));
         }
-        // `init` runs once per instance, so the cell is always empty here.
-        let _ = PAGE_SIZE.set(page_size);
-        Ok(())
+        Ok(Notes { page_size })
     }
 
-    fn list(cursor: Option<String>) -> Result<ResourcePage, Error> {
-        let start = match cursor {
-            None => 0,
-            Some(cursor) => cursor
-                .parse::<usize>()
-                .ok()
-                .filter(|&start| start <= NOTES.len())
-                .ok_or_else(|| Error::InvalidInput(format!("unknown cursor {cursor:?}")))?,
-        };
-        let end = (start + *PAGE_SIZE.get().unwrap_or(&DEFAULT_PAGE_SIZE)).min(NOTES.len());
+    fn list(&self, cursor: Option<String>) -> Result<ResourcePage, Error> {
+        let (page, next_cursor) = resmux_sdk::paginate(NOTES, cursor, self.page_size)?;
         Ok(ResourcePage {
-            resources: NOTES[start..end].iter().map(resource).collect(),
-            next_cursor: (end < NOTES.len()).then(|| end.to_string()),
+            resources: page.iter().map(resource).collect(),
+            next_cursor,
             cache: Some(CACHE),
         })
     }
 
-    fn templates(cursor: Option<String>) -> Result<TemplatePage, Error> {
-        if let Some(cursor) = cursor {
-            return Err(Error::InvalidInput(format!("unknown cursor {cursor:?}")));
-        }
+    fn templates(&self, cursor: Option<String>) -> Result<TemplatePage, Error> {
+        resmux_sdk::no_cursor(cursor)?;
         Ok(TemplatePage {
-            templates: vec![
+            cache: Some(CACHE),
+            ..TemplatePage::last(vec![
                 template("notes/{id}", "note", "One note, as Markdown"),
                 template(
                     "tags/{tag}",
                     "tag",
                     "The notes that carry a tag, as Markdown links",
                 ),
-            ],
-            next_cursor: None,
-            cache: Some(CACHE),
+            ])
         })
     }
 
-    fn read(path: String) -> Result<ReadResult, Error> {
+    fn read(&self, path: String) -> Result<ReadResult, Error> {
         let text = if let Some(id) = path.strip_prefix("notes/") {
             let note = NOTES
                 .iter()
@@ -159,18 +134,10 @@ impl Guest for Notes {
                 "{path:?} is neither notes/ID nor tags/TAG"
             )));
         };
-        Ok(ReadResult {
-            contents: vec![Content {
-                path,
-                mime_type: Some("text/markdown".into()),
-                body: resmux::provider::types::Body::Text(text),
-                meta: None,
-            }],
-            cache: Some(CACHE),
-        })
+        Ok(ReadResult::one(Content::text(path, "text/markdown", text)).cached(CACHE))
     }
 
-    fn complete(request: CompletionRequest) -> Result<Completion, Error> {
+    fn complete(&self, request: CompletionRequest) -> Result<Completion, Error> {
         let mut values: Vec<&str> =
             match (request.path_template.as_str(), request.argument.as_str()) {
                 ("notes/{id}", "id") => NOTES.iter().map(|note| note.id).collect(),
@@ -194,7 +161,7 @@ impl Guest for Notes {
         })
     }
 
-    fn changes(_since: Option<String>) -> Result<ChangeReport, Error> {
+    fn changes(&self, _since: Option<String>) -> Result<ChangeReport, Error> {
         // The notes are compiled in: nothing ever changes.
         Ok(ChangeReport {
             token: "static".into(),
@@ -206,33 +173,24 @@ impl Guest for Notes {
 
 fn resource(note: &Note) -> Resource {
     Resource {
-        path: format!("notes/{}", note.id),
-        name: note.id.into(),
         title: Some(note.title.into()),
         description: Some(format!("Tags: {}", note.tags.join(", "))),
         mime_type: Some("text/markdown".into()),
-        size: None,
         annotations: Some(Annotations {
             audience: vec![Role::User, Role::Assistant],
             priority: Some(0.5),
             last_modified: Some(note.modified.into()),
         }),
-        icons: Vec::new(),
-        meta: None,
+        ..Resource::new(format!("notes/{}", note.id), note.id)
     }
 }
 
 fn template(path_template: &str, name: &str, description: &str) -> Template {
     Template {
-        path_template: path_template.into(),
-        name: name.into(),
-        title: None,
         description: Some(description.into()),
         mime_type: Some("text/markdown".into()),
-        annotations: None,
-        icons: Vec::new(),
-        meta: None,
+        ..Template::new(path_template, name)
     }
 }
 
-export!(Notes);
+resmux_sdk::export!(Notes);

@@ -1,0 +1,146 @@
+//! Write a resmux plugin in Rust without touching the raw bindings.
+//!
+//! Implement [`Plugin`] for a type that holds what `init` made of the
+//! operator's configuration, and name it in [`export!`]. resmux starts a
+//! fresh instance for every call, calls `init` first, then the one method the
+//! call is for; the SDK keeps the value `init` returned for that call.
+//!
+//! ```no_run
+//! use resmux_sdk::{Config, Content, Error, Plugin, PluginInfo, ReadResult, Resource, ResourcePage};
+//!
+//! struct Hello;
+//!
+//! impl Plugin for Hello {
+//!     fn about() -> PluginInfo {
+//!         PluginInfo::new("hello", env!("CARGO_PKG_VERSION"), "Says hello")
+//!     }
+//!     fn init(config: Config) -> Result<Self, Error> {
+//!         config.finish()?;
+//!         Ok(Hello)
+//!     }
+//!     fn list(&self, cursor: Option<String>) -> Result<ResourcePage, Error> {
+//!         resmux_sdk::no_cursor(cursor)?;
+//!         Ok(ResourcePage::last(vec![Resource::new("greeting", "Greeting")]))
+//!     }
+//!     fn read(&self, path: String) -> Result<ReadResult, Error> {
+//!         match path.as_str() {
+//!             "greeting" => Ok(ReadResult::one(Content::text(path, "text/plain", "Hello!"))),
+//!             _ => Err(Error::NotFound(format!("no {path:?}"))),
+//!         }
+//!     }
+//! }
+//!
+//! resmux_sdk::export!(Hello);
+//! ```
+
+mod config;
+mod helpers;
+
+/// The raw bindings of `wit/provider.wit`, for what the SDK does not wrap.
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "resmux:provider/plugin",
+        pub_export_macro: true,
+        export_macro_name: "export_bindings",
+        default_bindings_module: "resmux_sdk::bindings",
+    });
+}
+
+pub use bindings::resmux::provider::types::{
+    Annotations, Body, CacheHint, CacheScope, ChangeReport, Completion, CompletionRequest, Content,
+    Error, Icon, IconTheme, PluginInfo, ReadResult, Resource, ResourcePage, Role, Template,
+    TemplatePage,
+};
+pub use config::Config;
+pub use helpers::{no_cursor, paginate};
+
+/// A plugin. Only `about`, `init`, `list` and `read` are required; a plugin
+/// without templates lists none, one without completion or change reports
+/// says so with a typed error.
+pub trait Plugin: Sized + Send + Sync + 'static {
+    /// Name, version and one line of description.
+    fn about() -> PluginInfo;
+
+    /// Builds the plugin from the operator's `[config]`; an error here keeps
+    /// the plugin from loading, with the message shown to the operator.
+    fn init(config: Config) -> Result<Self, Error>;
+
+    /// One page of resources; `cursor` is whatever the previous page handed out.
+    fn list(&self, cursor: Option<String>) -> Result<ResourcePage, Error>;
+
+    /// One page of URI templates (paths with `{variables}`).
+    fn templates(&self, cursor: Option<String>) -> Result<TemplatePage, Error> {
+        no_cursor(cursor)?;
+        Ok(TemplatePage::last(Vec::new()))
+    }
+
+    /// The contents at `path` (scheme-relative, like `notes/welcome`).
+    fn read(&self, path: String) -> Result<ReadResult, Error>;
+
+    /// Values for one argument of a template.
+    fn complete(&self, request: CompletionRequest) -> Result<Completion, Error> {
+        Err(Error::InvalidInput(format!(
+            "{:?} has no completion for {:?}",
+            request.path_template, request.argument
+        )))
+    }
+
+    /// What changed since the report that handed out `since`.
+    fn changes(&self, _since: Option<String>) -> Result<ChangeReport, Error> {
+        Err(Error::Unavailable("this plugin reports no changes".into()))
+    }
+}
+
+/// Exports a [`Plugin`] as the component's `resmux:provider/provider`.
+#[macro_export]
+macro_rules! export {
+    ($plugin:ty) => {
+        const _: () = {
+            use $crate::bindings::exports::resmux::provider::provider::Guest;
+            use $crate::{
+                ChangeReport, Completion, CompletionRequest, Error, Plugin, PluginInfo, ReadResult,
+                ResourcePage, TemplatePage,
+            };
+
+            static INSTANCE: ::std::sync::OnceLock<$plugin> = ::std::sync::OnceLock::new();
+
+            fn instance() -> Result<&'static $plugin, Error> {
+                INSTANCE
+                    .get()
+                    .ok_or_else(|| Error::Internal("called before init".into()))
+            }
+
+            struct Exported;
+
+            impl Guest for Exported {
+                fn about() -> PluginInfo {
+                    <$plugin as Plugin>::about()
+                }
+                fn init(config: Vec<(String, String)>) -> Result<(), Error> {
+                    let plugin = <$plugin as Plugin>::init($crate::Config::new(config))?;
+                    // A fresh instance per call: the cell is always empty here.
+                    let _ = INSTANCE.set(plugin);
+                    Ok(())
+                }
+                fn list(cursor: Option<String>) -> Result<ResourcePage, Error> {
+                    instance()?.list(cursor)
+                }
+                fn templates(cursor: Option<String>) -> Result<TemplatePage, Error> {
+                    instance()?.templates(cursor)
+                }
+                fn read(path: String) -> Result<ReadResult, Error> {
+                    instance()?.read(path)
+                }
+                fn complete(request: CompletionRequest) -> Result<Completion, Error> {
+                    instance()?.complete(request)
+                }
+                fn changes(since: Option<String>) -> Result<ChangeReport, Error> {
+                    instance()?.changes(since)
+                }
+            }
+
+    $crate::bindings::export_bindings!(Exported with_types_in $crate::bindings);
+        };
+    };
+}
