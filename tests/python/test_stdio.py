@@ -69,6 +69,7 @@ def test_pages_through_every_resource_exactly_once(mode):
     expected = sample_uris()
     expected |= {f"notes://notes/{n}" for n in ["welcome", "paths", "errors", "pagination", "groceries"]}
     expected |= {"test://static-text", "test://static-binary", "test://watched-resource"}
+    expected |= {"dataset://datasets/cities", "dataset://datasets/rivers"}
     assert len(uris) == len(set(uris)), uris
     assert set(uris) == expected
     assert pages == (len(expected) + 1) // 2
@@ -86,6 +87,8 @@ def test_lists_templates_of_every_plugin(mode):
                 return templates
 
     assert run(mode, scenario) == [
+        "dataset://datasets/{name}/rows/{row}",
+        "dataset://datasets/{name}/where/{column}/{value}",
         "files://{+path}",
         "notes://notes/{id}",
         "notes://tags/{tag}",
