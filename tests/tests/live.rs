@@ -289,3 +289,27 @@ async fn answers_are_cached_within_their_ttl_and_dropped_on_change() {
     assert_eq!(ttl, 60_000);
     server.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_quarantined_plugin_comes_back_at_once_when_its_file_is_replaced() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ntimeout_ms = 100\n");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    for _ in 0..3 {
+        let spin = server.read("liar://spin").await.unwrap();
+        assert_eq!(spin["error"]["code"], -32603, "{spin}");
+    }
+    let refused = server.read("liar://honest").await.unwrap();
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("is quarantined")),
+        "{refused}"
+    );
+    folder.manifest("liar", "[limits]\ntimeout_ms = 200\n");
+    list_changed(&mut server).await;
+    assert_eq!(server.read_text("liar://honest").await, "a lie");
+    server.stop().await.unwrap();
+}
