@@ -87,6 +87,7 @@ def test_lists_templates_of_every_plugin(mode):
                 return templates
 
     assert run(mode, scenario) == [
+        "catalog://items/{id}",
         "dataset://datasets/{name}/rows/{row}",
         "dataset://datasets/{name}/where/{column}/{value}",
         "files://{+path}",

@@ -2,10 +2,13 @@
 //! real host from `target/plugins` (with their manifests and sample data)
 //! and used through MCP over stdio.
 
-use resmux_tests::{RawServer, workspace};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+
+use resmux_tests::{Folder, RawServer, component, workspace};
 use serde_json::{Value, json};
 
-fn texts(response: &Value) -> Vec<String> {
+fn uris_of(response: &Value) -> Vec<String> {
     response["result"]["resources"]
         .as_array()
         .unwrap_or_else(|| panic!("{response}"))
@@ -27,7 +30,7 @@ async fn the_python_dataset_plugin_lists_reads_and_completes() {
             cursor => json!({ "cursor": cursor }),
         };
         let page = server.request("resources/list", params).await.unwrap();
-        uris.extend(texts(&page));
+        uris.extend(uris_of(&page));
         cursor = page["result"]["nextCursor"].clone();
         if cursor.is_null() {
             break;
@@ -76,4 +79,99 @@ async fn the_python_dataset_plugin_lists_reads_and_completes() {
         "{completion}"
     );
     server.stop().await.unwrap();
+}
+
+/// A loopback JSON API: `/items` and `/items/ID`; anything else is 404.
+fn items_api() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|read| read > 2) {
+                header.clear();
+            }
+            let path = request_line.split(' ').nth(1).unwrap_or("/");
+            let (status, body) = match path {
+                "/items" => (
+                    "200 OK",
+                    json!([
+                        { "id": "apples", "title": "Apples", "updated": "2026-11-01T00:00:00Z" },
+                        { "id": "apricots", "title": "Apricots" },
+                        { "id": "bread", "title": "Bread", "description": "Sourdough" }
+                    ]),
+                ),
+                "/items/apples" => ("200 OK", json!({ "id": "apples", "stock": 12 })),
+                _ => ("404 Not Found", json!({ "error": "no such item" })),
+            };
+            let body = body.to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn the_javascript_catalog_plugin_proxies_a_granted_api() {
+    let port = items_api();
+    let folder = Folder::new();
+    std::fs::copy(component("catalog"), folder.path().join("catalog.wasm")).unwrap();
+    folder.manifest(
+        "catalog",
+        &format!(
+            "[config]\napi = \"http://127.0.0.1:{port}\"\n[network]\nallow = [\"http://127.0.0.1:{port}\"]\n"
+        ),
+    );
+    folder.manifest(
+        "ungranted",
+        &format!("component = \"catalog.wasm\"\n[config]\napi = \"http://127.0.0.1:{port}\"\n"),
+    );
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let listed = server.request("resources/list", json!({})).await.unwrap();
+    assert_eq!(
+        uris_of(&listed),
+        [
+            "catalog://items/apples",
+            "catalog://items/apricots",
+            "catalog://items/bread"
+        ],
+        "the ungranted mount lists nothing: {listed}"
+    );
+    let apples = server.read_text("catalog://items/apples").await;
+    assert_eq!(serde_json::from_str::<Value>(&apples).unwrap()["stock"], 12);
+    let missing = server.read("catalog://items/pears").await.unwrap();
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    let denied = server.read("ungranted://items/apples").await.unwrap();
+    assert_eq!(denied["error"]["code"], -32603, "{denied}");
+    let completion = server
+        .request(
+            "completion/complete",
+            json!({
+                "ref": { "type": "ref/resource", "uri": "catalog://items/{id}" },
+                "argument": { "name": "id", "value": "ap" }
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        completion["result"]["completion"]["values"],
+        json!(["apples", "apricots"]),
+        "{completion}"
+    );
+    let stderr = server.stop().await.unwrap();
+    assert!(
+        stderr.contains("not on the plugin's network allowlist"),
+        "{stderr}"
+    );
 }
