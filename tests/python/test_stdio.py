@@ -70,6 +70,7 @@ def test_pages_through_every_resource_exactly_once(mode):
     expected |= {f"notes://notes/{n}" for n in ["welcome", "paths", "errors", "pagination", "groceries"]}
     expected |= {"test://static-text", "test://static-binary", "test://watched-resource"}
     expected |= {"dataset://datasets/cities", "dataset://datasets/rivers"}
+    expected |= {f"kv://keys/{k}" for k in ["greeting", "motd", "owner", "release.channel", "release.version"]}
     assert len(uris) == len(set(uris)), uris
     assert set(uris) == expected
     assert pages == (len(expected) + 1) // 2
@@ -91,6 +92,7 @@ def test_lists_templates_of_every_plugin(mode):
         "dataset://datasets/{name}/rows/{row}",
         "dataset://datasets/{name}/where/{column}/{value}",
         "files://{+path}",
+        "kv://keys/{key}",
         "notes://notes/{id}",
         "notes://tags/{tag}",
         "test://template/{id}/data",

@@ -175,3 +175,53 @@ async fn the_javascript_catalog_plugin_proxies_a_granted_api() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn the_c_kv_plugin_serves_its_single_granted_file_and_reports_changes() {
+    let folder = Folder::new();
+    std::fs::copy(component("kv"), folder.path().join("kv.wasm")).unwrap();
+    folder
+        .manifest(
+            "kv",
+            "[config]\nstore = \"/data/store.kv\"\n[[files]]\nhost = \"private/store.kv\"\nguest = \"/data/store.kv\"\n[changes]\ninterval_ms = 200\n",
+        )
+        .file("private/store.kv", b"# sample\nmotd = hello\nowner = ops\nbad key = skipped\n")
+        .file("private/neighbour.kv", b"secret = yes\n");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let listed = server.request("resources/list", json!({})).await.unwrap();
+    assert_eq!(uris_of(&listed), ["kv://keys/motd", "kv://keys/owner"]);
+    assert_eq!(listed["result"]["resources"][0]["size"], 5);
+    assert_eq!(server.read_text("kv://keys/owner").await, "ops");
+    let missing = server.read("kv://keys/secret").await.unwrap();
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    let completion = server
+        .request(
+            "completion/complete",
+            json!({
+                "ref": { "type": "ref/resource", "uri": "kv://keys/{key}" },
+                "argument": { "name": "key", "value": "m" }
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        completion["result"]["completion"]["values"],
+        json!(["motd"])
+    );
+
+    let subscribed = server
+        .request("resources/subscribe", json!({ "uri": "kv://keys/motd" }))
+        .await
+        .unwrap();
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    folder.file("private/store.kv", b"motd = changed\nowner = ops\n");
+    let updated = server
+        .notification("notifications/resources/updated", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(updated["params"]["uri"], "kv://keys/motd");
+    assert_eq!(server.read_text("kv://keys/motd").await, "changed");
+    server.stop().await.unwrap();
+}
