@@ -71,6 +71,11 @@ def test_pages_through_every_resource_exactly_once(mode):
     expected |= {"test://static-text", "test://static-binary", "test://watched-resource"}
     expected |= {"dataset://datasets/cities", "dataset://datasets/rivers"}
     expected |= {f"kv://keys/{k}" for k in ["greeting", "motd", "owner", "release.channel", "release.version"]}
+    expected |= {
+        f"units://units/{u}"
+        for u in "metre kilometre centimetre mile foot inch kilogram gram pound ounce "
+        "second minute hour day kelvin celsius fahrenheit".split()
+    }
     assert len(uris) == len(set(uris)), uris
     assert set(uris) == expected
     assert pages == (len(expected) + 1) // 2
@@ -96,6 +101,7 @@ def test_lists_templates_of_every_plugin(mode):
         "notes://notes/{id}",
         "notes://tags/{tag}",
         "test://template/{id}/data",
+        "units://convert/{value}/{from}/{to}",
     ]
 
 

@@ -225,3 +225,47 @@ async fn the_c_kv_plugin_serves_its_single_granted_file_and_reports_changes() {
     assert_eq!(server.read_text("kv://keys/motd").await, "changed");
     server.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_go_units_plugin_converts_and_completes_by_dimension() {
+    let folder = Folder::new();
+    folder.plugin("units", "units");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let listed = server.request("resources/list", json!({})).await.unwrap();
+    let uris = uris_of(&listed);
+    assert_eq!(uris.len(), 17, "{uris:?}");
+    assert!(uris.contains(&"units://units/fahrenheit".to_owned()));
+    assert_eq!(
+        server
+            .read_text("units://convert/100/celsius/fahrenheit")
+            .await,
+        "212"
+    );
+    assert_eq!(
+        server.read_text("units://convert/1/mile/foot").await,
+        "5280"
+    );
+    let mixed = server
+        .read("units://convert/1/mile/kilogram")
+        .await
+        .unwrap();
+    assert_eq!(mixed["error"]["code"], -32002, "{mixed}");
+    let completion = server
+        .request(
+            "completion/complete",
+            json!({
+                "ref": { "type": "ref/resource", "uri": "units://convert/{value}/{from}/{to}" },
+                "argument": { "name": "to", "value": "" },
+                "context": { "arguments": { "value": "3", "from": "pound" } }
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        completion["result"]["completion"]["values"],
+        json!(["gram", "kilogram", "ounce", "pound"]),
+        "{completion}"
+    );
+    server.stop().await.unwrap();
+}
