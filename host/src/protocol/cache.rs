@@ -34,11 +34,30 @@ impl<T> Clone for Cached<T> {
     }
 }
 
-impl<T> Cached<T> {
-    /// The answer with the ttl it has left.
-    pub fn fresh(&self) -> (Arc<T>, u64) {
+/// An answer that carries a cache hint.
+trait Hinted: Clone {
+    fn hint(&mut self) -> &mut CacheHint;
+}
+
+impl Hinted for Read {
+    fn hint(&mut self) -> &mut CacheHint {
+        &mut self.cache
+    }
+}
+
+impl<T: Clone> Hinted for Listed<T> {
+    fn hint(&mut self) -> &mut CacheHint {
+        &mut self.cache
+    }
+}
+
+impl<T: Hinted> Cached<T> {
+    /// A copy of the answer, carrying the ttl it has left.
+    fn fresh(&self) -> T {
+        let mut answer = T::clone(&self.value);
         let left = self.ttl.saturating_sub(self.stored.elapsed());
-        (self.value.clone(), left.as_millis() as u64)
+        answer.hint().ttl_ms = left.as_millis() as u64;
+        answer
     }
 }
 
@@ -104,7 +123,8 @@ impl ResponseCache {
         cache
     }
 
-    pub fn read(&self, uri: &str, client: &Arc<str>, scope: &Scope) -> Option<Cached<Read>> {
+    /// A kept read of `uri` that `client` may have, with the ttl it has left.
+    pub fn read(&self, uri: &str, client: &Arc<str>, scope: &Scope) -> Option<Read> {
         [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
             .into_iter()
             .find_map(|owner| {
@@ -113,6 +133,7 @@ impl ResponseCache {
                     owner,
                 })
             })
+            .map(|cached| cached.fresh())
     }
 
     pub fn keep_read(&self, uri: &str, client: &Arc<str>, scope: &Scope, read: &Read) {
@@ -131,7 +152,7 @@ impl ResponseCache {
         cursor: Option<&str>,
         client: &Arc<str>,
         scope: &Scope,
-    ) -> Option<Cached<Listed<Resource>>> {
+    ) -> Option<Listed<Resource>> {
         page(&self.resources, cursor, client, scope)
     }
 
@@ -150,7 +171,7 @@ impl ResponseCache {
         cursor: Option<&str>,
         client: &Arc<str>,
         scope: &Scope,
-    ) -> Option<Cached<Listed<Template>>> {
+    ) -> Option<Listed<Template>> {
         page(&self.templates, cursor, client, scope)
     }
 
@@ -192,12 +213,12 @@ impl ResponseCache {
     }
 }
 
-fn page<T: Send + Sync + 'static>(
+fn page<T: Clone + Send + Sync + 'static>(
     cache: &Cache<PageKey, Cached<Listed<T>>>,
     cursor: Option<&str>,
     client: &Arc<str>,
     scope: &Scope,
-) -> Option<Cached<Listed<T>>> {
+) -> Option<Listed<T>> {
     [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
         .into_iter()
         .find_map(|owner| {
@@ -206,6 +227,7 @@ fn page<T: Send + Sync + 'static>(
                 owner,
             })
         })
+        .map(|cached| cached.fresh())
 }
 
 fn keep_page<T: Clone + Send + Sync + 'static>(

@@ -115,15 +115,12 @@ impl ResmuxServer {
 impl ResmuxServer {
     async fn read_through_cache(&self, client: &Client, uri: &str) -> Result<Read, ReadRefusal> {
         let scope = &client.scope;
-        if let Some(cached) = self
+        if let Some(kept) = self
             .cache
             .as_ref()
             .and_then(|cache| cache.read(uri, &client.name, scope))
         {
-            let (read, ttl_ms) = cached.fresh();
-            let mut read = Read::clone(&read);
-            read.cache.ttl_ms = ttl_ms;
-            return Ok(read);
+            return Ok(kept);
         }
         let read = self
             .namespace
@@ -142,15 +139,12 @@ impl ResmuxServer {
         cursor: Option<&str>,
     ) -> Result<namespace::Listed<namespace::Resource>, NamespaceError> {
         let scope = &client.scope;
-        if let Some(cached) = self
+        if let Some(kept) = self
             .cache
             .as_ref()
             .and_then(|cache| cache.resources(cursor, &client.name, scope))
         {
-            let (page, ttl_ms) = cached.fresh();
-            let mut page = namespace::Listed::clone(&page);
-            page.cache.ttl_ms = ttl_ms;
-            return Ok(page);
+            return Ok(kept);
         }
         let page = self.namespace.list(cursor, scope).await?;
         if let Some(cache) = &self.cache {
@@ -165,15 +159,12 @@ impl ResmuxServer {
         cursor: Option<&str>,
     ) -> Result<namespace::Listed<namespace::Template>, NamespaceError> {
         let scope = &client.scope;
-        if let Some(cached) = self
+        if let Some(kept) = self
             .cache
             .as_ref()
             .and_then(|cache| cache.templates(cursor, &client.name, scope))
         {
-            let (page, ttl_ms) = cached.fresh();
-            let mut page = namespace::Listed::clone(&page);
-            page.cache.ttl_ms = ttl_ms;
-            return Ok(page);
+            return Ok(kept);
         }
         let page = self.namespace.templates(cursor, scope).await?;
         if let Some(cache) = &self.cache {
