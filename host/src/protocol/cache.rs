@@ -18,7 +18,7 @@ use crate::contract::{CacheHint, CacheScope};
 use crate::namespace::{Event, Listed, Namespace, Read, Resource, Scope, Template};
 
 /// One cached answer and when it goes stale.
-pub struct Cached<T> {
+struct Cached<T> {
     value: Arc<T>,
     stored: Instant,
     ttl: Duration,
@@ -70,13 +70,13 @@ enum Owner {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
-pub struct ReadKey {
+struct ReadKey {
     uri: String,
     owner: Owner,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
-pub struct PageKey {
+struct PageKey {
     cursor: Option<String>,
     owner: Owner,
 }
