@@ -5,6 +5,8 @@ import re
 import signal
 import subprocess
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("RESMUX_BIN", ROOT / "target/release/resmux"))
 PLUGINS = ROOT / "target/plugins"
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    b'"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}'
+)
+
+
+def post_initialize(url, headers):
+    """POSTs a 2025-11-25 `initialize` with extra `headers`; returns the HTTP
+    status and the response headers."""
+    request = urllib.request.Request(
+        url,
+        data=INITIALIZE,
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers
 
 
 class Server:

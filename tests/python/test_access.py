@@ -7,8 +7,6 @@ import asyncio
 import hashlib
 import json
 import shutil
-import urllib.error
-import urllib.request
 
 import pytest
 from mcp.client.client import Client
@@ -16,14 +14,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import ROOT
+from conftest import ROOT, post_initialize
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-9876543210ab"
-INITIALIZE = (
-    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-    b'"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}'
-)
 
 
 @pytest.fixture
@@ -53,28 +47,14 @@ def connect(server, token, mode):
     return Client(streamable_http_client(server.url, http_client=http), mode=mode, cache=None)
 
 
-def post(url, headers):
-    request = urllib.request.Request(
-        url,
-        data=INITIALIZE,
-        method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.headers
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers
-
-
 def test_no_token_or_a_bad_one_gets_401_with_a_challenge(guarded):
-    status, headers = post(guarded.url, {})
+    status, headers = post_initialize(guarded.url, {})
     assert status == 401
     assert headers["WWW-Authenticate"] == 'Bearer realm="resmux"'
-    status, headers = post(guarded.url, {"Authorization": "Bearer not-a-known-token-at-all"})
+    status, headers = post_initialize(guarded.url, {"Authorization": "Bearer not-a-known-token-at-all"})
     assert status == 401
     assert 'error="invalid_token"' in headers["WWW-Authenticate"]
-    status, _ = post(guarded.url, {"Authorization": f"Bearer {ALICE}"})
+    status, _ = post_initialize(guarded.url, {"Authorization": f"Bearer {ALICE}"})
     assert status == 200
 
 

@@ -3,31 +3,12 @@ SDK in both eras, plus the checks of the wire: `Host` and `Origin` against DNS
 rebinding, and a graceful stop on SIGTERM."""
 
 import asyncio
-import urllib.error
-import urllib.request
 
 import pytest
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-INITIALIZE = (
-    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-    b'"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}'
-)
-
-
-def post(url, headers):
-    request = urllib.request.Request(
-        url,
-        data=INITIALIZE,
-        method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
+from conftest import post_initialize
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -56,11 +37,11 @@ def test_both_eras_page_read_and_get_their_not_found_code(server, mode):
 
 def test_foreign_host_and_origin_are_refused(server):
     port = server.url.split(":")[2].split("/")[0]
-    assert post(server.url, {"Host": "evil.example"}) == 403
-    assert post(server.url, {"Host": f"evil.example:{port}"}) == 403
-    assert post(server.url, {"Origin": "https://evil.example"}) == 403
-    assert post(server.url, {"Origin": "http://localhost:3000"}) == 200
-    assert post(server.url, {}) == 200
+    assert post_initialize(server.url, {"Host": "evil.example"})[0] == 403
+    assert post_initialize(server.url, {"Host": f"evil.example:{port}"})[0] == 403
+    assert post_initialize(server.url, {"Origin": "https://evil.example"})[0] == 403
+    assert post_initialize(server.url, {"Origin": "http://localhost:3000"})[0] == 200
+    assert post_initialize(server.url, {})[0] == 200
 
 
 def test_sigterm_stops_gracefully(server):

@@ -1,11 +1,15 @@
 //! Helpers shared by the integration tests: where the built binary and
 //! plugins are, plugin folders made for one test, and two ways of talking to a
 //! real `resmux serve` over stdio: the rmcp client, and raw JSON-RPC lines for
-//! checks on the wire itself.
+//! checks on the wire itself; and a loopback HTTP server for plugins to reach.
 //!
 //! Build first with `scripts/build`: the tests use `target/release/resmux`
 //! (or `$RESMUX_BIN`) and the components in `target/plugins/` and
 //! `target/test-plugins/`.
+
+mod http_stub;
+
+pub use http_stub::{HttpStub, Reply};
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -2,10 +2,7 @@
 //! real host from `target/plugins` (with their manifests and sample data)
 //! and used through MCP over stdio.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-
-use resmux_tests::{Folder, RawServer, component, workspace};
+use resmux_tests::{Folder, HttpStub, RawServer, Reply, component, workspace};
 use serde_json::{Value, json};
 
 fn uris_of(response: &Value) -> Vec<String> {
@@ -83,42 +80,22 @@ async fn the_python_dataset_plugin_lists_reads_and_completes() {
 
 /// A loopback JSON API: `/items` and `/items/ID`; anything else is 404.
 fn items_api() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request_line = String::new();
-            if reader.read_line(&mut request_line).is_err() {
-                continue;
-            }
-            let mut header = String::new();
-            while reader.read_line(&mut header).is_ok_and(|read| read > 2) {
-                header.clear();
-            }
-            let path = request_line.split(' ').nth(1).unwrap_or("/");
-            let (status, body) = match path {
-                "/items" => (
-                    "200 OK",
-                    json!([
-                        { "id": "apples", "title": "Apples", "updated": "2026-11-01T00:00:00Z" },
-                        { "id": "apricots", "title": "Apricots" },
-                        { "id": "bread", "title": "Bread", "description": "Sourdough" }
-                    ]),
-                ),
-                "/items/apples" => ("200 OK", json!({ "id": "apples", "stock": 12 })),
-                _ => ("404 Not Found", json!({ "error": "no such item" })),
-            };
-            let body = body.to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
+    let api = HttpStub::start(|path| {
+        let (status, body) = match path {
+            "/items" => (
+                "200 OK",
+                json!([
+                    { "id": "apples", "title": "Apples", "updated": "2026-11-01T00:00:00Z" },
+                    { "id": "apricots", "title": "Apricots" },
+                    { "id": "bread", "title": "Bread", "description": "Sourdough" }
+                ]),
+            ),
+            "/items/apples" => ("200 OK", json!({ "id": "apples", "stock": 12 })),
+            _ => ("404 Not Found", json!({ "error": "no such item" })),
+        };
+        Reply::new(status, body.to_string()).header("Content-Type", "application/json")
     });
-    port
+    api.port
 }
 
 #[tokio::test]

@@ -2,68 +2,15 @@
 //! redirects, resolves names and opens TCP connections, and a loopback HTTP
 //! server stands in for the network and counts who reached it.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use resmux_tests::{Folder, HttpStub, RawServer, Reply};
 
-use resmux_tests::{Folder, RawServer};
-
-/// A loopback HTTP/1.1 server: `/hello` answers a greeting, `/to/URL`
-/// redirects to `URL`; it counts the connections it accepted.
-struct Loopback {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-}
-
-impl Loopback {
-    fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let counted = connections.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                counted.fetch_add(1, Ordering::SeqCst);
-                let mut request_line = String::new();
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                if reader.read_line(&mut request_line).is_err() {
-                    continue;
-                }
-                let mut header = String::new();
-                while reader.read_line(&mut header).is_ok_and(|read| read > 2) {
-                    header.clear();
-                }
-                let path = request_line.split(' ').nth(1).unwrap_or("/");
-                let answer = match path.strip_prefix("/to/") {
-                    Some(location) => format!(
-                        "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                    ),
-                    None => "HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: close\r\n\r\nhello from loopback".into(),
-                };
-                let _ = stream.write_all(answer.as_bytes());
-            }
-        });
-        Self { port, connections }
-    }
-
-    fn url(&self, host: &str, path: &str) -> String {
-        format!("http://{host}:{}{path}", self.port)
-    }
-
-    /// The connections accepted so far, once `at_least` have been (or five
-    /// seconds passed): the kernel completes a connection before the server
-    /// thread gets round to accepting it.
-    fn connections(&self, at_least: usize) -> usize {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while self.connections.load(Ordering::SeqCst) < at_least
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        self.connections.load(Ordering::SeqCst)
-    }
+/// The stand-in for the network: `/hello` answers a greeting, `/to/URL`
+/// redirects to `URL`.
+fn loopback() -> HttpStub {
+    HttpStub::start(|path| match path.strip_prefix("/to/") {
+        Some(location) => Reply::new("302 Found", "").header("Location", location),
+        None => Reply::new("200 OK", "hello from loopback"),
+    })
 }
 
 /// A folder with one `liar` mount per case, and the well-behaved `notes`:
@@ -93,7 +40,7 @@ fn grant(fetch: &str, allow: &[&str]) -> String {
 
 #[tokio::test]
 async fn http_reaches_only_allowlisted_hosts_and_named_private_addresses() {
-    let server_side = Loopback::start();
+    let server_side = loopback();
     let port = server_side.port;
     let hello = |host: &str| server_side.url(host, "/hello");
     let folder = liar_mounts(&[
@@ -156,7 +103,7 @@ async fn http_reaches_only_allowlisted_hosts_and_named_private_addresses() {
 
 #[tokio::test]
 async fn every_redirect_is_checked_again() {
-    let server_side = Loopback::start();
+    let server_side = loopback();
     let port = server_side.port;
     let allow = [format!("http://127.0.0.1:{port}")];
     let allow: Vec<&str> = allow.iter().map(String::as_str).collect();
@@ -196,7 +143,7 @@ async fn every_redirect_is_checked_again() {
 
 #[tokio::test]
 async fn sockets_need_their_own_grant_and_http_grants_open_none() {
-    let server_side = Loopback::start();
+    let server_side = loopback();
     let port = server_side.port;
     let connect = |target: String, allow: &[&str]| {
         format!("[config]\nconnect = \"{target}\"\n[network]\nallow = {allow:?}\n")

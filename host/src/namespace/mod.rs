@@ -198,18 +198,7 @@ impl Namespace {
         provider: Arc<dyn Provider>,
         settings: MountSettings,
     ) -> Result<(), String> {
-        uri::check_scheme(scheme).map_err(|reason| format!("scheme {scheme:?} {reason}"))?;
-        self.change_mounts(|mounts| {
-            if mounts.contains_key(scheme) {
-                return Err(format!("scheme {scheme:?} is already served"));
-            }
-            mounts.insert(scheme.to_owned(), Mount::new(provider, settings));
-            Ok(())
-        })?;
-        self.publish(Event::ListChanged {
-            scheme: scheme.to_owned(),
-        });
-        Ok(())
+        self.put(scheme, provider, settings, false)
     }
 
     /// Serves `provider` under `scheme` in place of whatever served it; calls
@@ -220,10 +209,23 @@ impl Namespace {
         provider: Arc<dyn Provider>,
         settings: MountSettings,
     ) -> Result<(), String> {
+        self.put(scheme, provider, settings, true)
+    }
+
+    fn put(
+        &self,
+        scheme: &str,
+        provider: Arc<dyn Provider>,
+        settings: MountSettings,
+        replacing: bool,
+    ) -> Result<(), String> {
         uri::check_scheme(scheme).map_err(|reason| format!("scheme {scheme:?} {reason}"))?;
         self.change_mounts(|mounts| {
+            if !replacing && mounts.contains_key(scheme) {
+                return Err(format!("scheme {scheme:?} is already served"));
+            }
             mounts.insert(scheme.to_owned(), Mount::new(provider, settings));
-            Ok::<_, String>(())
+            Ok(())
         })?;
         self.announce_scheme_changed(scheme);
         Ok(())
@@ -232,7 +234,7 @@ impl Namespace {
     /// Stops serving `scheme`; false if nothing served it.
     pub fn unmount(&self, scheme: &str) -> bool {
         let removed = self
-            .change_mounts(|mounts| Ok::<_, String>(mounts.remove(scheme).is_some()))
+            .change_mounts(|mounts| Ok(mounts.remove(scheme).is_some()))
             .unwrap_or(false);
         if removed {
             self.announce_scheme_changed(scheme);
@@ -280,10 +282,10 @@ impl Namespace {
 
     /// Applies `change` to a copy of the mounts and puts the copy in place:
     /// requests under way keep the snapshot they started with.
-    fn change_mounts<T, E>(
+    fn change_mounts<T>(
         &self,
-        change: impl FnOnce(&mut Mounts) -> Result<T, E>,
-    ) -> Result<T, E> {
+        change: impl FnOnce(&mut Mounts) -> Result<T, String>,
+    ) -> Result<T, String> {
         let mut mounts = self
             .mounts
             .write()

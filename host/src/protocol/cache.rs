@@ -92,8 +92,28 @@ impl<K, T> Expiry<K, Cached<T>> for UntilStale {
 /// Cached reads and list pages, bounded in bytes.
 pub struct ResponseCache {
     reads: Cache<ReadKey, Cached<Read>>,
-    resources: Cache<PageKey, Cached<Listed<Resource>>>,
-    templates: Cache<PageKey, Cached<Listed<Template>>>,
+    resources: Pages<Resource>,
+    templates: Pages<Template>,
+}
+
+/// The kept pages of one listing.
+pub(super) struct Pages<T>(Cache<PageKey, Cached<Listed<T>>>);
+
+/// A listing whose pages the cache keeps: resources or templates.
+pub(super) trait Paged: Clone + Send + Sync + 'static {
+    fn pages(cache: &ResponseCache) -> &Pages<Self>;
+}
+
+impl Paged for Resource {
+    fn pages(cache: &ResponseCache) -> &Pages<Self> {
+        &cache.resources
+    }
+}
+
+impl Paged for Template {
+    fn pages(cache: &ResponseCache) -> &Pages<Self> {
+        &cache.templates
+    }
 }
 
 /// Reads and pages share the budget: half for reads, a quarter per listing.
@@ -116,8 +136,8 @@ impl ResponseCache {
     pub fn new(budget: u64, namespace: &Arc<Namespace>) -> Arc<Self> {
         let cache = Arc::new(Self {
             reads: cache(budget / 2),
-            resources: cache(budget / 4),
-            templates: cache(budget / 4),
+            resources: Pages(cache(budget / 4)),
+            templates: Pages(cache(budget / 4)),
         });
         forget_changes(Arc::downgrade(&cache), namespace);
         cache
@@ -147,42 +167,41 @@ impl ResponseCache {
         }
     }
 
-    pub fn resources(
+    /// A kept page of listing `T` at `cursor` that `client` may have, with
+    /// the ttl it has left.
+    pub(super) fn page<T: Paged>(
         &self,
         cursor: Option<&str>,
         client: &Arc<str>,
         scope: &Scope,
-    ) -> Option<Listed<Resource>> {
-        page(&self.resources, cursor, client, scope)
+    ) -> Option<Listed<T>> {
+        [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
+            .into_iter()
+            .find_map(|owner| {
+                T::pages(self).0.get(&PageKey {
+                    cursor: cursor.map(str::to_owned),
+                    owner,
+                })
+            })
+            .map(|cached| cached.fresh())
     }
 
-    pub fn keep_resources(
+    pub(super) fn keep_page<T: Paged>(
         &self,
         cursor: Option<&str>,
         client: &Arc<str>,
         scope: &Scope,
-        page: &Listed<Resource>,
+        page: &Listed<T>,
     ) {
-        keep_page(&self.resources, cursor, client, scope, page);
-    }
-
-    pub fn templates(
-        &self,
-        cursor: Option<&str>,
-        client: &Arc<str>,
-        scope: &Scope,
-    ) -> Option<Listed<Template>> {
-        page(&self.templates, cursor, client, scope)
-    }
-
-    pub fn keep_templates(
-        &self,
-        cursor: Option<&str>,
-        client: &Arc<str>,
-        scope: &Scope,
-        page: &Listed<Template>,
-    ) {
-        keep_page(&self.templates, cursor, client, scope, page);
+        // A rough size: listings are small next to reads.
+        let bytes = (page.items.len() as u64).saturating_mul(512);
+        if let Some((owner, cached)) = entry(page.cache, client, scope, page.clone(), bytes) {
+            let key = PageKey {
+                cursor: cursor.map(str::to_owned),
+                owner,
+            };
+            T::pages(self).0.insert(key, cached);
+        }
     }
 
     fn forget(&self, event: &Event) {
@@ -200,51 +219,16 @@ impl ResponseCache {
                 let _ = self
                     .reads
                     .invalidate_entries_if(move |key, _| key.uri.starts_with(&prefix));
-                self.resources.invalidate_all();
-                self.templates.invalidate_all();
+                self.resources.0.invalidate_all();
+                self.templates.0.invalidate_all();
             }
         }
     }
 
     fn forget_everything(&self) {
         self.reads.invalidate_all();
-        self.resources.invalidate_all();
-        self.templates.invalidate_all();
-    }
-}
-
-fn page<T: Clone + Send + Sync + 'static>(
-    cache: &Cache<PageKey, Cached<Listed<T>>>,
-    cursor: Option<&str>,
-    client: &Arc<str>,
-    scope: &Scope,
-) -> Option<Listed<T>> {
-    [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
-        .into_iter()
-        .find_map(|owner| {
-            cache.get(&PageKey {
-                cursor: cursor.map(str::to_owned),
-                owner,
-            })
-        })
-        .map(|cached| cached.fresh())
-}
-
-fn keep_page<T: Clone + Send + Sync + 'static>(
-    cache: &Cache<PageKey, Cached<Listed<T>>>,
-    cursor: Option<&str>,
-    client: &Arc<str>,
-    scope: &Scope,
-    page: &Listed<T>,
-) {
-    // A rough size: listings are small next to reads.
-    let bytes = (page.items.len() as u64).saturating_mul(512);
-    if let Some((owner, cached)) = entry(page.cache, client, scope, page.clone(), bytes) {
-        let key = PageKey {
-            cursor: cursor.map(str::to_owned),
-            owner,
-        };
-        cache.insert(key, cached);
+        self.resources.0.invalidate_all();
+        self.templates.0.invalidate_all();
     }
 }
 

@@ -33,6 +33,7 @@ mod cache;
 mod notify;
 mod tools;
 
+use cache::Paged;
 pub use cache::ResponseCache;
 
 use notify::Session;
@@ -110,9 +111,7 @@ impl ResmuxServer {
         }
         outcome
     }
-}
 
-impl ResmuxServer {
     async fn read_through_cache(&self, client: &Client, uri: &str) -> Result<Read, ReadRefusal> {
         let scope = &client.scope;
         if let Some(kept) = self
@@ -133,42 +132,25 @@ impl ResmuxServer {
         Ok(read)
     }
 
-    async fn resources_page(
+    /// One page of listing `T` for `client`: kept, or fetched by `fetch`
+    /// (which runs only when nothing is kept) and kept.
+    async fn page<T: Paged>(
         &self,
         client: &Client,
         cursor: Option<&str>,
-    ) -> Result<namespace::Listed<namespace::Resource>, NamespaceError> {
+        fetch: impl Future<Output = Result<namespace::Listed<T>, NamespaceError>>,
+    ) -> Result<namespace::Listed<T>, NamespaceError> {
         let scope = &client.scope;
         if let Some(kept) = self
             .cache
             .as_ref()
-            .and_then(|cache| cache.resources(cursor, &client.name, scope))
+            .and_then(|cache| cache.page(cursor, &client.name, scope))
         {
             return Ok(kept);
         }
-        let page = self.namespace.list(cursor, scope).await?;
+        let page = fetch.await?;
         if let Some(cache) = &self.cache {
-            cache.keep_resources(cursor, &client.name, scope, &page);
-        }
-        Ok(page)
-    }
-
-    async fn templates_page(
-        &self,
-        client: &Client,
-        cursor: Option<&str>,
-    ) -> Result<namespace::Listed<namespace::Template>, NamespaceError> {
-        let scope = &client.scope;
-        if let Some(kept) = self
-            .cache
-            .as_ref()
-            .and_then(|cache| cache.templates(cursor, &client.name, scope))
-        {
-            return Ok(kept);
-        }
-        let page = self.namespace.templates(cursor, scope).await?;
-        if let Some(cache) = &self.cache {
-            cache.keep_templates(cursor, &client.name, scope, &page);
+            cache.keep_page(cursor, &client.name, scope, &page);
         }
         Ok(page)
     }
@@ -216,7 +198,11 @@ impl ServerHandler for ResmuxServer {
         let cursor = request.and_then(|request| request.cursor);
         let client = client_of(&context.extensions);
         let page = self
-            .resources_page(&client, cursor.as_deref())
+            .page(
+                &client,
+                cursor.as_deref(),
+                self.namespace.list(cursor.as_deref(), &client.scope),
+            )
             .await
             .map_err(error_data)?;
         let mut result =
@@ -236,7 +222,11 @@ impl ServerHandler for ResmuxServer {
         let cursor = request.and_then(|request| request.cursor);
         let client = client_of(&context.extensions);
         let page = self
-            .templates_page(&client, cursor.as_deref())
+            .page(
+                &client,
+                cursor.as_deref(),
+                self.namespace.templates(cursor.as_deref(), &client.scope),
+            )
             .await
             .map_err(error_data)?;
         let mut result = ListResourceTemplatesResult::with_all_items(

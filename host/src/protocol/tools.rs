@@ -101,7 +101,11 @@ async fn search(
     let mut cursor = None;
     for _ in 0..MAX_PAGES {
         let page = server
-            .resources_page(client, cursor.as_deref())
+            .page(
+                client,
+                cursor.as_deref(),
+                server.namespace.list(cursor.as_deref(), &client.scope),
+            )
             .await
             .map_err(|error| error.to_string())?;
         for resource in page.items {
