@@ -20,6 +20,17 @@ INITIALIZE = (
 )
 
 
+async def all_resource_uris(client):
+    """The URIs of every page of `client`'s resource listing, in order."""
+    uris, cursor = [], None
+    while True:
+        page = await client.list_resources(cursor=cursor)
+        uris += [resource.uri for resource in page.resources]
+        cursor = page.next_cursor
+        if cursor is None:
+            return uris
+
+
 def post_initialize(url, headers):
     """POSTs a 2025-11-25 `initialize` with extra `headers`; returns the HTTP
     status and the response headers."""

@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import ROOT, post_initialize
+from conftest import ROOT, all_resource_uris, post_initialize
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-9876543210ab"
@@ -63,13 +63,7 @@ def test_no_token_or_a_bad_one_gets_401_with_a_challenge(guarded):
 def test_a_client_sees_and_reaches_only_its_schemes(guarded, mode):
     async def scenario():
         async with connect(guarded, ALICE, mode) as client:
-            uris, cursor = [], None
-            while True:
-                page = await client.list_resources(cursor=cursor)
-                uris += [resource.uri for resource in page.resources]
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
+            uris = await all_resource_uris(client)
             templates = await client.list_resource_templates()
             note = await client.read_resource("notes://notes/welcome")
             refusals = {}

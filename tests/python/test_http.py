@@ -8,20 +8,14 @@ import pytest
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import post_initialize
+from conftest import all_resource_uris, post_initialize
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_both_eras_page_read_and_get_their_not_found_code(server, mode):
     async def scenario():
         async with Client(server.url, mode=mode, cache=None) as client:
-            uris, cursor = [], None
-            while True:
-                page = await client.list_resources(cursor=cursor)
-                uris += [resource.uri for resource in page.resources]
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
+            uris = await all_resource_uris(client)
             note = await client.read_resource("notes://notes/welcome")
             with pytest.raises(MCPError) as missing:
                 await client.read_resource("notes://notes/missing")

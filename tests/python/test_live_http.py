@@ -16,7 +16,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 
-from conftest import PLUGINS
+from conftest import PLUGINS, all_resource_uris
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -58,12 +58,7 @@ def test_a_listener_hears_of_plugins_and_of_its_file(serve, folder):
                 assert subscription.honored.resource_subscriptions == ["files://a.txt"]
                 shutil.copy(PLUGINS / "conformance.wasm", plugins / "extra.wasm")
                 events.append(await anext(subscription))
-                listed = await client.list_resources()
-                while listed.next_cursor:
-                    more = await client.list_resources(cursor=listed.next_cursor)
-                    listed.resources += more.resources
-                    listed.next_cursor = more.next_cursor
-                added = [r.uri for r in listed.resources if r.uri.startswith("extra://")]
+                added = [uri for uri in await all_resource_uris(client) if uri.startswith("extra://")]
                 rewrite(data / "a.txt", "second")
                 events.append(await anext(subscription))
                 (plugins / "extra.wasm").unlink()
