@@ -3,8 +3,10 @@
 //!
 //! - `limited`: through resmux's runtime, with every limit in force (epoch
 //!   interruption compiled into the code and charged to a CPU budget, the
-//!   memory and table limiter, the wall-clock timeout, the call slots, fault
-//!   accounting and output capture);
+//!   memory and table limiter, the handle cap and the host's descriptor
+//!   budget, the wall-clock timeout, the call slots, fault accounting, output
+//!   capture, and, since the plugin has a file grant, the thread of its own
+//!   each call runs on);
 //! - `bare`: through plain wasmtime with the same WASI grant and a fresh
 //!   instance per call too, but an engine without epoch interruption and a
 //!   store without limits or deadlines.
@@ -17,7 +19,7 @@ use std::path::Path;
 use criterion::{Criterion, criterion_group, criterion_main};
 use resmux::catalog::Manifest;
 use resmux::contract::Provider;
-use resmux::runtime::{CompileCache, Runtime};
+use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -101,13 +103,14 @@ fn limits(c: &mut Criterion) {
     std::fs::write(data.path().join("1m.txt"), "b".repeat(1024 * 1024)).unwrap();
     let bytes = files_component();
 
-    let runtime = Runtime::new(CompileCache::new(None)).unwrap();
+    let runtime =
+        Runtime::new(CompileCache::disabled(), HandleBudget::from_process_limit()).unwrap();
     let manifest: Manifest = toml::from_str(&format!(
         "[[files]]\nhost = {:?}\nguest = \"/data\"\n",
         data.path().display().to_string()
     ))
     .unwrap();
-    let compiled = runtime.compile(&bytes).unwrap();
+    let compiled = runtime.compile(&bytes, None).unwrap();
     let limited = runtime
         .plugin(
             "files",

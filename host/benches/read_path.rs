@@ -18,7 +18,7 @@ use resmux::contract::{
     ReadResult, ResourceEntry, TemplateEntry,
 };
 use resmux::namespace::{MountSettings, Namespace, Scope};
-use resmux::runtime::{CompileCache, Runtime, WasmPlugin};
+use resmux::runtime::{CompileCache, HandleBudget, Runtime, WasmPlugin};
 
 /// A native provider with the files plugin's read path: read the file on the
 /// calling thread (as the runtime lets plugins do), check UTF-8, answer text.
@@ -72,7 +72,7 @@ fn wasm_files(runtime: &Runtime, bytes: &[u8], data: &Path) -> WasmPlugin {
         data.display().to_string()
     ))
     .unwrap();
-    let compiled = runtime.compile(bytes).unwrap();
+    let compiled = runtime.compile(bytes, None).unwrap();
     let policy = manifest.policy(data).unwrap();
     runtime
         .plugin("files", &compiled.component, policy, Vec::new())
@@ -83,7 +83,8 @@ fn read_path(c: &mut Criterion) {
     let data = tempfile::tempdir().unwrap();
     std::fs::write(data.path().join("1k.txt"), "a".repeat(1024)).unwrap();
     std::fs::write(data.path().join("1m.txt"), "b".repeat(1024 * 1024)).unwrap();
-    let runtime = Runtime::new(CompileCache::new(None)).unwrap();
+    let runtime =
+        Runtime::new(CompileCache::disabled(), HandleBudget::from_process_limit()).unwrap();
     let plugin = wasm_files(&runtime, &files_component(), data.path());
     let namespace = Namespace::new(100);
     namespace
@@ -115,14 +116,22 @@ fn read_path(c: &mut Criterion) {
 fn loading(c: &mut Criterion) {
     let bytes = files_component();
     let cache_dir = tempfile::tempdir().unwrap();
-    let uncached = Runtime::new(CompileCache::new(None)).unwrap();
-    let cached = Runtime::new(CompileCache::new(Some(cache_dir.path().to_owned()))).unwrap();
-    cached.compile(&bytes).unwrap();
+    let key_dir = tempfile::tempdir().unwrap();
+    let uncached =
+        Runtime::new(CompileCache::disabled(), HandleBudget::from_process_limit()).unwrap();
+    let cached = Runtime::new(
+        CompileCache::open(cache_dir.path(), &key_dir.path().join("key")).unwrap(),
+        HandleBudget::from_process_limit(),
+    )
+    .unwrap();
+    cached.compile(&bytes, None).unwrap();
     let mut group = c.benchmark_group("load files.wasm");
     group.sample_size(10);
-    group.bench_function("compile", |b| b.iter(|| uncached.compile(&bytes).unwrap()));
+    group.bench_function("compile", |b| {
+        b.iter(|| uncached.compile(&bytes, None).unwrap())
+    });
     group.bench_function("cached load", |b| {
-        b.iter(|| cached.compile(&bytes).unwrap())
+        b.iter(|| cached.compile(&bytes, None).unwrap())
     });
     group.finish();
 

@@ -7,8 +7,49 @@
 //! paths; schemes belong to the namespace.
 
 use async_trait::async_trait;
+use serde::Deserialize;
 
 /// A failure reported by a provider, or by the host while running one.
+/// The limits on what one provider answers, which the namespace applies to
+/// every answer before it reaches a client: the answer half of a manifest's
+/// `[limits]` (the sandbox half is the policy's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnswerLimits {
+    /// Total bytes of all contents of one read.
+    pub max_read_bytes: u64,
+    /// Entries on one page of a listing.
+    pub max_page_entries: u32,
+    /// Bytes of any one string of an answer other than a read's contents: a
+    /// path, name, title, description, MIME type, `_meta`, icon source,
+    /// cursor, change token or completion value.
+    pub max_string_bytes: u32,
+}
+
+impl Default for AnswerLimits {
+    fn default() -> Self {
+        Self {
+            max_read_bytes: 16 * 1024 * 1024,
+            max_page_entries: 1_000,
+            max_string_bytes: 64 * 1024,
+        }
+    }
+}
+
+impl AnswerLimits {
+    /// The manifest keys, in order.
+    pub const KEYS: [&'static str; 3] = ["max_read_bytes", "max_page_entries", "max_string_bytes"];
+
+    /// Every limit by its manifest key.
+    pub fn by_key(&self) -> [(&'static str, u64); 3] {
+        [
+            ("max_read_bytes", self.max_read_bytes),
+            ("max_page_entries", self.max_page_entries.into()),
+            ("max_string_bytes", self.max_string_bytes.into()),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
     /// The path names nothing the provider serves.

@@ -18,7 +18,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::run(args.command)) {
+    let outcome = runtime.block_on(cli::run(args.command));
+    // A plugin call stuck in a file operation (a FIFO, a hung mount) holds a
+    // thread that cannot be stopped; exit without waiting for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("resmux: {error:#}");

@@ -54,6 +54,15 @@ pub fn component(name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("component {name}.wasm is not built: run scripts/build first"))
 }
 
+/// Makes a FIFO at `path`, which nobody writes unless the test does.
+pub fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
 /// The compile cache the tests share, so each component compiles once.
 pub fn cache_dir() -> PathBuf {
     workspace().join("target/test-cache")
@@ -258,6 +267,11 @@ impl RawServer {
             notifications: Vec::new(),
             early: Vec::new(),
         })
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the server is running")
     }
 
     /// Starts the server and completes the 2025-11-25 handshake.

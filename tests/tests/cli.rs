@@ -202,7 +202,7 @@ fn inspect_shows_interface_grants_and_self_description() {
     let not_wasm = folder.path().join("data/hello.txt");
     let refused = resmux(&["inspect", not_wasm.to_str().unwrap()]);
     assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not a loadable component"));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not a loadable component"));
 }
 
 #[test]

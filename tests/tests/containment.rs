@@ -31,7 +31,7 @@ async fn a_plugin_that_fails_to_load_is_reported_and_the_others_serve() {
     let stderr = server.stop().await.unwrap();
     for expected in [
         "garbage.wasm",
-        "is not a loadable component",
+        "not a loadable component",
         "unconfigured.wasm",
         r#"config key "page_size" has the value "many", which is not a valid usize"#,
         "typo.toml",
@@ -309,7 +309,7 @@ async fn memory_and_stack_limits_stop_a_call_and_are_named() {
 }
 
 #[tokio::test]
-async fn a_plugin_that_keeps_faulting_is_quarantined_then_comes_back() {
+async fn a_path_that_keeps_faulting_is_quarantined_alone() {
     let folder = Folder::new();
     folder
         .plugin("liar", "liar")
@@ -319,17 +319,45 @@ async fn a_plugin_that_keeps_faulting_is_quarantined_then_comes_back() {
     for _ in 0..3 {
         let spin = server.read("liar://spin").await.unwrap();
         assert!(
-            spin["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("time limit"),
+            error_message(&spin).contains("plugin liar exceeded its time limit of 100 ms in read"),
             "{spin}"
         );
     }
-    let refused = server.read("liar://honest").await.unwrap();
+    let refused = server.read("liar://spin").await.unwrap();
     let message = error_message(&refused);
     assert!(
-        message.contains("plugin liar is quarantined for another"),
+        message.contains("path \"spin\" of plugin liar is quarantined for another"),
+        "{message}"
+    );
+    let honest = server.read("liar://honest").await.unwrap();
+    assert_eq!(honest["result"]["contents"][0]["text"], "a lie", "{honest}");
+    let stderr = server.stop().await.unwrap();
+    assert!(
+        stderr.contains("quarantined for 1000 ms after 3 faults in a row"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_whose_listing_keeps_faulting_is_quarantined_then_comes_back() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest(
+            "lister",
+            "component = \"liar.wasm\"\n[config]\nlist = \"spin\"\n[limits]\ntimeout_ms = 100\n",
+        )
+        .plugin("notes", "notes");
+    let mut server = RawServer::start(folder.path(), &["--response-cache-mib", "0"]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    for _ in 0..3 {
+        let listing = server.request("resources/list", json!({})).await.unwrap();
+        assert!(listing["result"]["resources"].is_array(), "{listing}");
+    }
+    let refused = server.read("lister://honest").await.unwrap();
+    let message = error_message(&refused);
+    assert!(
+        message.contains("plugin lister is quarantined for another"),
         "{message}"
     );
     let notes = server.read("notes://notes/welcome").await.unwrap();
@@ -337,13 +365,15 @@ async fn a_plugin_that_keeps_faulting_is_quarantined_then_comes_back() {
         notes["result"]["contents"][0]["text"].is_string(),
         "{notes}"
     );
+    let liar = server.read("liar://honest").await.unwrap();
+    assert_eq!(liar["result"]["contents"][0]["text"], "a lie", "{liar}");
 
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
-    let back = server.read("liar://honest").await.unwrap();
+    let back = server.read("lister://honest").await.unwrap();
     assert_eq!(back["result"]["contents"][0]["text"], "a lie", "{back}");
     let stderr = server.stop().await.unwrap();
     assert!(
-        stderr.contains("plugin quarantined for 1000 ms after 3 faults in a row"),
+        stderr.contains("plugin lister exceeded its time limit of 100 ms in list"),
         "{stderr}"
     );
 }
@@ -421,6 +451,34 @@ async fn a_flood_of_output_is_capped_and_never_touches_the_protocol() {
     assert!(logged <= 2 * 65, "{logged} flood lines reached the log");
     assert!(
         stderr.contains("dropped 10420224 bytes of output past the 65536-byte limit of one call"),
+        "{}",
+        &stderr[stderr.len().saturating_sub(2000)..]
+    );
+}
+
+#[tokio::test]
+async fn a_fresh_output_stream_per_write_buys_no_fresh_budget() {
+    let folder = Folder::new();
+    folder.plugin("liar", "liar");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    // 10 MiB on each stream, each 1 KiB line through a stream handle of
+    // its own.
+    let flood = server.read("liar://flood-streams").await.unwrap();
+    assert_eq!(
+        flood["result"]["contents"][0]["uri"], "liar://flood-streams",
+        "{flood}"
+    );
+    let stderr = server.stop().await.unwrap();
+    let logged = stderr
+        .lines()
+        .filter(|line| line.contains("yyyyyyyy"))
+        .count();
+    assert!(logged <= 2 * 65, "{logged} flood lines reached the log");
+    assert_eq!(
+        stderr
+            .matches("dropped 10420224 bytes of output past the 65536-byte limit of one call")
+            .count(),
+        2,
         "{}",
         &stderr[stderr.len().saturating_sub(2000)..]
     );

@@ -148,7 +148,7 @@ async fn the_javascript_catalog_plugin_proxies_a_granted_api() {
     );
     let stderr = server.stop().await.unwrap();
     assert!(
-        stderr.contains("not on the plugin's network allowlist"),
+        stderr.contains("the plugin has no http or https grant, so wasi:http is not linked"),
         "{stderr}"
     );
 }

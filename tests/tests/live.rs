@@ -301,7 +301,7 @@ async fn a_quarantined_plugin_comes_back_at_once_when_its_file_is_replaced() {
         let spin = server.read("liar://spin").await.unwrap();
         assert_eq!(spin["error"]["code"], -32603, "{spin}");
     }
-    let refused = server.read("liar://honest").await.unwrap();
+    let refused = server.read("liar://spin").await.unwrap();
     assert!(
         refused["error"]["message"]
             .as_str()
@@ -310,6 +310,84 @@ async fn a_quarantined_plugin_comes_back_at_once_when_its_file_is_replaced() {
     );
     folder.manifest("liar", "[limits]\ntimeout_ms = 200\n");
     list_changed(&mut server).await;
+    let again = server.read("liar://spin").await.unwrap();
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("exceeded its time limit of 200 ms")),
+        "the replaced plugin starts with a clean record: {again}"
+    );
     assert_eq!(server.read_text("liar://honest").await, "a lie");
     server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn subscriptions_and_listen_streams_are_capped() {
+    let folder = Folder::new();
+    folder.plugin("notes", "notes");
+    let mut legacy = RawServer::legacy(folder.path()).await.unwrap();
+    for n in 0..256 {
+        let uri = format!("notes://notes/welcome-{n}");
+        let answer = legacy
+            .request("resources/subscribe", json!({ "uri": uri }))
+            .await
+            .unwrap();
+        assert!(answer["result"].is_object(), "{answer}");
+    }
+    let refused = legacy
+        .request(
+            "resources/subscribe",
+            json!({ "uri": "notes://notes/one-too-many" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("this session follows 256 resources, the most allowed"),
+        "{refused}"
+    );
+    legacy.stop().await.unwrap();
+
+    let mut modern = RawServer::start(folder.path(), &[]).unwrap();
+    let many: Vec<String> = (0..300)
+        .map(|n| format!("notes://notes/welcome-{n}"))
+        .collect();
+    let mut listening = Vec::new();
+    for _ in 0..16 {
+        let id = modern
+            .modern_send(
+                "subscriptions/listen",
+                json!({ "notifications": { "resourceSubscriptions": many } }),
+            )
+            .await
+            .unwrap();
+        let acknowledged = modern
+            .notification("notifications/subscriptions/acknowledged", |message| {
+                message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == json!(id)
+            })
+            .await
+            .unwrap();
+        let accepted = &acknowledged["params"]["notifications"]["resourceSubscriptions"];
+        assert_eq!(accepted.as_array().unwrap().len(), 256, "{acknowledged}");
+        listening.push(id);
+    }
+    let seventeenth = modern
+        .modern_send(
+            "subscriptions/listen",
+            json!({ "notifications": { "resourcesListChanged": true } }),
+        )
+        .await
+        .unwrap();
+    let refused = modern.response(seventeenth).await.unwrap();
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("client local has 16 listen streams open, the most allowed"),
+        "{refused}"
+    );
+    modern.stop().await.unwrap();
 }

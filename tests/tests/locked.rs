@@ -22,6 +22,16 @@ fn listing(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Mounts the `files` example in `plugins` as `name`, with `manifest`.
+fn mount_files(plugins: &std::path::Path, name: &str, manifest: &str) {
+    std::fs::copy(
+        resmux_tests::component("files"),
+        plugins.join(format!("{name}.wasm")),
+    )
+    .unwrap();
+    std::fs::write(plugins.join(format!("{name}.toml")), manifest).unwrap();
+}
+
 #[test]
 fn a_wrong_pin_is_refused_even_when_not_locked() {
     let folder = Folder::new();
@@ -95,14 +105,7 @@ fn the_operator_policy_caps_every_grant() {
         .file("plugins/.keep", b"");
     let plugins = folder.path().join("plugins");
     let policy = folder.path().join("policy.toml");
-    let grant = |name: &str, manifest: &str| {
-        std::fs::copy(
-            resmux_tests::component("files"),
-            plugins.join(format!("{name}.wasm")),
-        )
-        .unwrap();
-        std::fs::write(plugins.join(format!("{name}.toml")), manifest).unwrap();
-    };
+    let grant = |name: &str, manifest: &str| mount_files(&plugins, name, manifest);
     grant(
         "good",
         "[[files]]\nhost = \"../allowed\"\nguest = \"/data\"\n[env]\nT = { from_file = \"../secrets/token\" }\n[network]\nallow = [\"https://api.example.com\"]\n",
@@ -157,4 +160,124 @@ fn the_operator_policy_caps_every_grant() {
     ]);
     let report = String::from_utf8_lossy(&report.stdout);
     assert!(report.contains("ceiling    REFUSED by"), "{report}");
+}
+
+#[test]
+fn the_operator_policy_caps_writes_and_limits_before_anything_is_resolved() {
+    let folder = Folder::new();
+    folder
+        .file("allowed/a.txt", b"a")
+        .file("allowed/scratch/b.txt", b"b")
+        .file("outside.wasm", b"")
+        .file(
+            "policy.toml",
+            b"directories = [\"allowed\"]\nwritable = [\"allowed/scratch\"]\n[limits]\ntimeout_ms = 20000\n",
+        )
+        .file("plugins/.keep", b"")
+        .file("staging/.keep", b"");
+    let plugins = folder.path().join("plugins");
+    let fifo = folder.path().join("allowed/pipe");
+    resmux_tests::mkfifo(&fifo);
+    let mount = |name: &str, manifest: &str| mount_files(&plugins, name, manifest);
+    mount(
+        "scratcher",
+        "[[files]]\nhost = \"../allowed/scratch\"\nguest = \"/data\"\naccess = \"read-write\"\n",
+    );
+    mount(
+        "writer",
+        "[[files]]\nhost = \"../allowed\"\nguest = \"/data\"\naccess = \"read-write\"\n",
+    );
+    mount(
+        "hungry",
+        "[[files]]\nhost = \"../allowed/a.txt\"\nguest = \"/data/a.txt\"\n[limits]\ntimeout_ms = 60000\n",
+    );
+    // Refused by the ceiling before its secret (a FIFO nobody writes) is
+    // ever opened.
+    mount(
+        "piped",
+        "[env]\nSECRET = { from_file = \"../allowed/pipe\" }\n",
+    );
+    std::fs::write(
+        plugins.join("outsider.toml"),
+        "component = \"../outside.wasm\"\n",
+    )
+    .unwrap();
+
+    let staging = folder.path().join("staging");
+    let output = std::process::Command::new(resmux_tests::resmux_bin())
+        .args(["list", "--plugins", plugins.to_str().unwrap(), "--policy"])
+        .arg(folder.path().join("policy.toml"))
+        .env("RESMUX_CACHE_DIR", resmux_tests::cache_dir())
+        .env("TMPDIR", &staging)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        stdout, "scratcher://b.txt\tb.txt\ttext/plain\t1\n",
+        "{stderr}"
+    );
+    let allowed = folder.path().join("allowed").canonicalize().unwrap();
+    for refusal in [
+        format!(
+            "the operator policy allows no read-write grant of {}",
+            allowed.display()
+        ),
+        "the operator policy allows timeout_ms of at most 20000, not 60000".to_owned(),
+        format!(
+            "the operator policy allows no grant of secret file {}",
+            fifo.canonicalize().unwrap().display()
+        ),
+        "its component ../outside.wasm lies outside the plugin folder".to_owned(),
+    ] {
+        assert!(
+            stderr.contains(&refusal),
+            "stderr lacks {refusal:?}:\n{stderr}"
+        );
+    }
+    let staged: Vec<_> = std::fs::read_dir(&staging)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .filter(|name| name != ".keep")
+        .collect();
+    assert!(
+        staged.is_empty(),
+        "the refused single-file grant was staged: {staged:?}"
+    );
+
+    std::fs::write(
+        folder.path().join("policy.toml"),
+        "[limits]\nmemroy_mib = 1\n",
+    )
+    .unwrap();
+    let (ok, _, stderr) = listing(&[
+        "list",
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "--policy",
+        folder.path().join("policy.toml").to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("caps unknown limit \"memroy_mib\""),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_pin_is_checked_before_anything_is_compiled() {
+    let folder = Folder::new();
+    folder
+        .file("broken.wasm", b"not a component at all")
+        .manifest("broken", &format!("sha256 = \"{}\"\n", "0".repeat(64)))
+        .plugin("notes", "notes");
+    let (ok, _, stderr) = listing(&["list", "--plugins", folder.path().to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("but the manifest pins 0000")
+            && !stderr.contains("not a loadable component"),
+        "{stderr}"
+    );
 }

@@ -2,7 +2,7 @@
 //! redirects, resolves names and opens TCP connections, and a loopback HTTP
 //! server stands in for the network and counts who reached it.
 
-use resmux_tests::{Folder, HttpStub, RawServer, Reply};
+use resmux_tests::{Folder, HttpStub, RawServer, Reply, error_message};
 
 /// The stand-in for the network: `/hello` answers a greeting, `/to/URL`
 /// redirects to `URL`.
@@ -76,8 +76,16 @@ async fn http_reaches_only_allowlisted_hosts_and_named_private_addresses() {
         "status 200 after 0 redirects: hello from loopback"
     );
     assert_eq!(server_side.connections(1), 1);
+    // Without an http or https entry, wasi:http is not linked at all: the
+    // first call into it fails the plugin's call.
+    let unlinked = server.read("nogrant://fetch").await.unwrap();
+    assert!(
+        error_message(&unlinked).contains(
+            "wasi:http/types@0.2.12#[constructor]fields: the plugin has no http or https grant, so wasi:http is not linked"
+        ),
+        "{unlinked}"
+    );
     for (scheme, refusal) in [
-        ("nogrant", "HttpRequestDenied"),
         ("otherhost", "HttpRequestDenied"),
         ("otherport", "HttpRequestDenied"),
         ("tls", "HttpRequestDenied"),
@@ -176,6 +184,13 @@ async fn sockets_need_their_own_grant_and_http_grants_open_none() {
         ),
         ("nogrant", connect(format!("localhost:{port}"), &[])),
         (
+            "ungrantedname",
+            connect(
+                format!("localhost:{port}"),
+                &[&format!("tcp://127.0.0.1:{port}")],
+            ),
+        ),
+        (
             "httplookup",
             connect(
                 format!("localhost:{port}"),
@@ -195,7 +210,9 @@ async fn sockets_need_their_own_grant_and_http_grants_open_none() {
         1,
         "a refused socket reached the server"
     );
-    for scheme in ["httplookup", "nogrant"] {
+    // A name no socket entry names answers as if it did not exist, even for
+    // a plugin that may connect to the very address it resolves to.
+    for scheme in ["httplookup", "nogrant", "ungrantedname"] {
         let outcome = server.read_text(&format!("{scheme}://lookup")).await;
         assert!(outcome.starts_with("error: "), "{scheme}: {outcome}");
     }
@@ -204,4 +221,12 @@ async fn sockets_need_their_own_grant_and_http_grants_open_none() {
     notes_still_serve(&mut server).await;
     let stderr = server.stop().await.unwrap();
     assert!(stderr.contains("denied a socket use"), "{stderr}");
+    // Refused: the connect by name of nogrant, then the three lookups.
+    assert_eq!(
+        stderr
+            .matches("refused a name lookup: no socket grant names it name=\"localhost\"")
+            .count(),
+        4,
+        "{stderr}"
+    );
 }

@@ -108,13 +108,7 @@ fn serving(loaded: &Loaded) -> (String, Serving) {
         Serving {
             declared_by: loaded.entry.declared_by.clone(),
             fingerprint: loaded.fingerprint.clone(),
-            granted: loaded
-                .plugin
-                .policy()
-                .files
-                .iter()
-                .map(|grant| grant.host.clone())
-                .collect(),
+            granted: loaded.plugin.policy().watched_paths(),
         },
     )
 }

@@ -10,7 +10,9 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use crate::namespace::MountSettings;
-use crate::policy::{EnvSource, FileGrant, Limits, NetworkGrant, Policy};
+use crate::policy::environment::EnvSection;
+use crate::policy::files::FilesSection;
+use crate::policy::{Capability, LimitsSection, NetworkGrant, Policy};
 
 /// The shortest interval between two change reports of one plugin.
 const MIN_CHANGE_INTERVAL_MS: u64 = 100;
@@ -29,19 +31,19 @@ pub struct Manifest {
     /// Key/value pairs handed to the plugin's `init`.
     #[serde(default)]
     pub config: BTreeMap<String, toml::Value>,
-    /// Directories the plugin may read (or write).
+    /// Directories and files the plugin may read (or write).
     #[serde(default)]
-    pub files: Vec<FileGrant>,
+    pub files: FilesSection,
     /// Environment variables the plugin may read, by name, with the source of
     /// each value.
     #[serde(default)]
-    pub env: BTreeMap<String, EnvSource>,
+    pub env: EnvSection,
     /// Hosts and ports the plugin may reach.
     #[serde(default)]
     pub network: NetworkGrant,
     /// Limits overriding the defaults.
     #[serde(default)]
-    pub limits: Limits,
+    pub limits: LimitsSection,
     /// How the host follows the plugin's changes.
     #[serde(default)]
     pub changes: ChangeSettings,
@@ -90,31 +92,32 @@ impl Manifest {
             .collect()
     }
 
-    /// How the namespace serves the plugin, under `limits`.
-    pub fn mount_settings(&self, limits: Limits) -> MountSettings {
+    /// How the namespace serves the plugin.
+    pub fn mount_settings(&self) -> MountSettings {
         MountSettings {
-            limits,
+            limits: self.limits.answers,
             change_interval: Duration::from_millis(
                 self.changes.interval_ms.max(MIN_CHANGE_INTERVAL_MS),
             ),
         }
     }
 
-    /// The plugin's policy, with host paths resolved against `manifest_dir`.
+    /// Every capability the manifest grants, in the order they are checked
+    /// and resolved; a new capability is one more entry here.
+    pub fn capabilities(&self) -> [&dyn Capability; 4] {
+        [&self.limits, &self.files, &self.env, &self.network]
+    }
+
+    /// The plugin's policy, with its grants resolved against `manifest_dir`.
     pub fn policy(&self, manifest_dir: &Path) -> Result<Policy> {
-        Policy::resolve(
-            self.files.clone(),
-            self.env.clone(),
-            self.network.clone(),
-            self.limits,
-            manifest_dir,
-        )
+        Policy::resolve(&self.capabilities(), self.limits.sandbox, manifest_dir)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::EnvSource;
 
     #[test]
     fn parses_a_full_manifest() {
@@ -136,6 +139,7 @@ mod tests {
             allow = ["https://api.example.com", "tcp://10.0.0.5:5432"]
             [limits]
             timeout_ms = 500
+            max_page_entries = 20
             "#,
         )
         .unwrap();
@@ -147,20 +151,24 @@ mod tests {
                 ("title".into(), "Docs".into())
             ]
         );
-        assert_eq!(manifest.limits.timeout_ms, 500);
+        assert_eq!(manifest.limits.sandbox.timeout_ms, 500);
+        assert_eq!(manifest.limits.answers.max_page_entries, 20);
         assert_eq!(
-            manifest.files[0].access,
+            manifest.files.0[0].access,
             crate::policy::files::Access::ReadWrite
         );
         assert_eq!(
-            manifest.env["TOKEN"],
+            manifest.env.0["TOKEN"],
             EnvSource::FromEnv("WEATHER_TOKEN".into())
         );
         assert_eq!(
-            manifest.env["KEY"],
+            manifest.env.0["KEY"],
             EnvSource::FromFile("/run/secrets/key".into())
         );
-        assert_eq!(manifest.limits.memory_mib, Limits::default().memory_mib);
+        assert_eq!(
+            manifest.limits.sandbox.memory_mib,
+            crate::policy::Limits::default().memory_mib
+        );
         assert_eq!(
             manifest.network.entries()[0].to_string(),
             "https://api.example.com:443"
@@ -171,6 +179,11 @@ mod tests {
     fn refuses_unknown_keys_and_nested_config() {
         let typo = toml::from_str::<Manifest>("schem = \"x\"").unwrap_err();
         assert!(typo.to_string().contains("unknown field `schem`"), "{typo}");
+        let limit = toml::from_str::<Manifest>("[limits]\nmemory = 1").unwrap_err();
+        assert!(
+            limit.to_string().contains("unknown field `memory`"),
+            "{limit}"
+        );
         let nested: Manifest = toml::from_str("[config]\nlist = [1]").unwrap();
         let error = nested.config_pairs().unwrap_err().to_string();
         assert!(

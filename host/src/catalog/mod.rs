@@ -131,9 +131,7 @@ impl Fingerprint {
 impl Loaded {
     /// How the namespace serves this plugin.
     pub fn settings(&self) -> MountSettings {
-        self.entry
-            .manifest
-            .mount_settings(self.plugin.policy().limits)
+        self.entry.manifest.mount_settings()
     }
 }
 
@@ -213,7 +211,7 @@ fn entry(
 ) -> Result<Entry> {
     let manifest = read_manifest(manifest_path.as_deref())?;
     let component = match (&manifest.component, wasm) {
-        (Some(component), _) => folder.join(component),
+        (Some(component), _) => inside_folder(folder, component)?,
         (None, Some(wasm)) => wasm,
         (None, None) => bail!("it has no {stem}.wasm beside it and names no `component`"),
     };
@@ -229,6 +227,28 @@ fn entry(
         manifest,
         scheme,
     })
+}
+
+/// The component a manifest's `component` key names, which must be a file
+/// inside the plugin folder.
+fn inside_folder(folder: &Path, component: &Path) -> Result<PathBuf> {
+    let plain = component
+        .components()
+        .all(|part| matches!(part, std::path::Component::Normal(_)));
+    let joined = folder.join(component);
+    let inside = plain
+        && match (joined.canonicalize(), folder.canonicalize()) {
+            (Ok(target), Ok(folder)) => target.starts_with(folder),
+            (Err(_), _) | (_, Err(_)) => true,
+        };
+    if !inside {
+        bail!(
+            "its component {} lies outside the plugin folder {}",
+            component.display(),
+            folder.display()
+        );
+    }
+    Ok(joined)
 }
 
 /// Moves every entry whose scheme another entry also claims to the failures.
@@ -258,31 +278,26 @@ fn refuse_shared_schemes(entries: &mut Vec<Entry>, failures: &mut Vec<Failure>) 
     });
 }
 
-/// Compiles, links and starts one entry's plugin.
+/// Compiles, links and starts one entry's plugin. The ceiling is checked
+/// before anything of the manifest is resolved (no file staged, no secret
+/// read), and the pin before anything is compiled.
 pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Loaded> {
     if rules.locked && entry.manifest.sha256.is_none() {
         bail!("locked mode requires a sha256 pin in its manifest");
     }
     let manifest_dir = entry.manifest_dir();
-    let policy = entry.manifest.policy(manifest_dir)?;
     if let Some(ceiling) = &rules.ceiling {
-        ceiling.check(&policy, manifest_dir)?;
+        ceiling.check(&entry.manifest.capabilities(), manifest_dir)?;
     }
+    let policy = entry.manifest.policy(manifest_dir)?;
     let runtime = runtime.with_stack(policy.limits.stack_kib)?;
     let bytes = std::fs::read(&entry.component)
         .with_context(|| format!("cannot read {}", entry.component.display()))?;
     let compiler = runtime.clone();
-    let compiled = tokio::task::spawn_blocking(move || compiler.compile(&bytes))
+    let pin = entry.manifest.sha256.clone();
+    let compiled = tokio::task::spawn_blocking(move || compiler.compile(&bytes, pin.as_deref()))
         .await?
-        .with_context(|| format!("{} is not a loadable component", entry.component.display()))?;
-    if let Some(expected) = &entry.manifest.sha256
-        && !expected.eq_ignore_ascii_case(&compiled.digest)
-    {
-        bail!(
-            "its sha256 is {}, but the manifest pins {expected}",
-            compiled.digest
-        );
-    }
+        .with_context(|| format!("cannot load {}", entry.component.display()))?;
     let fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone())?;
     let config = entry.manifest.config_pairs()?;
     let plugin = runtime.plugin(&entry.scheme, &compiled.component, policy, config)?;

@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use super::CacheArgs;
 use resmux::catalog::Entry;
-use resmux::contract::{Provider, ProviderError};
+use resmux::contract::{AnswerLimits, Provider, ProviderError};
 use resmux::namespace::Listable;
 use resmux::namespace::cursor::Listing;
 use resmux::runtime::WasmPlugin;
@@ -38,9 +38,9 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
         (Err(error), _) | (_, Err(error)) => return report.fail(format!("manifest: {error:#}")),
     };
     let runtime = cache.runtime()?.with_stack(policy.limits.stack_kib)?;
-    let compiled = match runtime.compile(&bytes) {
+    let compiled = match runtime.compile(&bytes, manifest.sha256.as_deref()) {
         Ok(compiled) => compiled,
-        Err(error) => return report.fail(format!("not a loadable component: {error:#}")),
+        Err(error) => return report.fail(format!("{error:#}")),
     };
     report.pass(format!(
         "a component of {} bytes, sha256 {}",
@@ -63,11 +63,12 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
         Ok(()) => report.pass("init accepts the manifest's config"),
         Err(error) => return report.fail(format!("init: {error}")),
     }
-    let resources = walk::<resmux::contract::ResourceEntry>(&plugin, scheme).await;
+    let answers = manifest.limits.answers;
+    let resources = walk::<resmux::contract::ResourceEntry>(&plugin, scheme, &answers).await;
     report.record(
         resources.map(|(count, pages)| format!("list: {count} valid resources on {pages} page(s)")),
     );
-    let templates = walk::<resmux::contract::TemplateEntry>(&plugin, scheme).await;
+    let templates = walk::<resmux::contract::TemplateEntry>(&plugin, scheme, &answers).await;
     report
         .record(templates.map(|(count, pages)| {
             format!("templates: {count} valid templates on {pages} page(s)")
@@ -76,8 +77,13 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
 }
 
 /// Walks every page of one listing, admitting each entry as the namespace
-/// would; returns the entries and pages seen, or what was wrong.
-async fn walk<T: Listable>(plugin: &WasmPlugin, scheme: &str) -> Result<(usize, usize), String> {
+/// would under `limits`; returns the entries and pages seen, or what was
+/// wrong.
+async fn walk<T: Listable>(
+    plugin: &WasmPlugin,
+    scheme: &str,
+    limits: &AnswerLimits,
+) -> Result<(usize, usize), String> {
     let kind = match T::LISTING {
         Listing::Resources => "resource",
         Listing::Templates => "template",
@@ -90,7 +96,7 @@ async fn walk<T: Listable>(plugin: &WasmPlugin, scheme: &str) -> Result<(usize, 
             .map_err(|error: ProviderError| format!("{kind} page {pages}: {error}"))?;
         for entry in page.items {
             entry
-                .admit(scheme, &plugin.policy().limits)
+                .admit(scheme, limits)
                 .map_err(|reason| format!("{kind} page {pages}: {reason}"))?;
             count += 1;
         }

@@ -20,7 +20,7 @@ use resmux::catalog::{self, Loading};
 use resmux::namespace::{Namespace, changes};
 use resmux::policy::Ceiling;
 use resmux::protocol::{self, ResmuxServer, ResponseCache};
-use resmux::runtime::{CompileCache, Runtime};
+use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use resmux::transport::{self, HttpOptions};
 
 /// resmux: an MCP server whose resources come from sandboxed WebAssembly plugins.
@@ -66,6 +66,9 @@ pub enum Command {
         /// to whoever reaches the address.
         #[arg(long, env = "RESMUX_TOKENS", requires = "http")]
         tokens: Option<PathBuf>,
+        /// HTTP connections open at once; more are closed as they arrive.
+        #[arg(long, default_value_t = 512, requires = "http")]
+        max_connections: usize,
         /// Append one JSON line per read to this file.
         #[arg(long, env = "RESMUX_AUDIT_LOG")]
         audit_log: Option<PathBuf>,
@@ -166,27 +169,38 @@ pub struct CacheArgs {
     /// Where compiled plugins are cached (default: $XDG_CACHE_HOME/resmux or ~/.cache/resmux).
     #[arg(long, env = "RESMUX_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// The key that vouches for cached code, kept outside the cache
+    /// (default: $XDG_STATE_HOME/resmux/cache-key or ~/.local/state/resmux/cache-key;
+    /// made when missing).
+    #[arg(long, env = "RESMUX_CACHE_KEY")]
+    cache_key: Option<PathBuf>,
     /// Compile every plugin afresh and cache nothing.
-    #[arg(long, conflicts_with = "cache_dir")]
+    #[arg(long, conflicts_with_all = ["cache_dir", "cache_key"])]
     no_cache: bool,
 }
 
 impl CacheArgs {
     fn runtime(&self) -> Result<Runtime> {
-        let dir = if self.no_cache {
-            None
-        } else {
-            self.cache_dir.clone().or_else(default_cache_dir)
+        let dir = self
+            .cache_dir
+            .clone()
+            .or_else(|| user_dir("XDG_CACHE_HOME", ".cache").map(|base| base.join("resmux")));
+        let key = self.cache_key.clone().or_else(|| {
+            user_dir("XDG_STATE_HOME", ".local/state").map(|base| base.join("resmux/cache-key"))
+        });
+        let cache = match (self.no_cache, dir, key) {
+            (false, Some(dir), Some(key)) => CompileCache::open(&dir, &key)?,
+            _ => CompileCache::disabled(),
         };
-        Runtime::new(CompileCache::new(dir))
+        Runtime::new(cache, HandleBudget::from_process_limit())
     }
 }
 
-fn default_cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
+/// `$variable`, else `~/fallback`.
+fn user_dir(variable: &str, fallback: &str) -> Option<PathBuf> {
+    std::env::var_os(variable)
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))?;
-    Some(base.join("resmux"))
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(fallback)))
 }
 
 /// Sends logs to stderr, filtered by `level`, else RUST_LOG, else `info`.
@@ -211,6 +225,7 @@ pub async fn run(command: Command) -> Result<()> {
             allowed_origins,
             no_tools,
             tokens,
+            max_connections,
             audit_log,
             response_cache_mib,
         } => {
@@ -220,6 +235,7 @@ pub async fn run(command: Command) -> Result<()> {
                 allowed_hosts,
                 allowed_origins,
                 access: access.map(Arc::new),
+                max_connections,
             });
             let audit = audit_log.as_deref().map(AuditLog::open).transpose()?;
             let options = ServeOptions {

@@ -28,10 +28,9 @@ use thiserror::Error;
 use futures::future::BoxFuture;
 
 use crate::contract::{
-    Body, CacheHint, CacheScope, Completion, CompletionRequest, Metadata, Page, Provider,
-    ProviderError, ResourceEntry, TemplateEntry,
+    AnswerLimits, Body, CacheHint, CacheScope, Completion, CompletionRequest, Metadata, Page,
+    Provider, ProviderError, ResourceEntry, TemplateEntry,
 };
-use crate::policy::Limits;
 use changes::Subscriptions;
 use cursor::{CursorSeal, Listing, Position};
 use promises::Promises;
@@ -132,7 +131,7 @@ pub const DEFAULT_CACHE: CacheHint = CacheHint {
 /// How one provider is served.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MountSettings {
-    pub limits: Limits,
+    pub limits: AnswerLimits,
     /// How often the provider's change report is asked for while a client is
     /// subscribed to one of its resources.
     pub change_interval: Duration,
@@ -141,7 +140,7 @@ pub struct MountSettings {
 impl Default for MountSettings {
     fn default() -> Self {
         Self {
-            limits: Limits::default(),
+            limits: AnswerLimits::default(),
             change_interval: Duration::from_secs(5),
         }
     }
@@ -452,6 +451,15 @@ impl Namespace {
             .changes(since)
             .await
             .map_err(|error| provider_error(&root, error))?;
+        validate::length(
+            "change token",
+            &report.token,
+            mount.settings.limits.max_string_bytes,
+        )
+        .map_err(|reason| NamespaceError::InvalidAnswer {
+            uri: root.clone(),
+            reason,
+        })?;
         let changed_uris = report
             .changed_paths
             .into_iter()
@@ -547,6 +555,19 @@ impl Namespace {
                     continue;
                 }
             };
+            let max_string = mount.settings.limits.max_string_bytes;
+            let long_cursor = page
+                .next_cursor
+                .as_deref()
+                .and_then(|cursor| validate::length("cursor", cursor, max_string).err());
+            if let Some(reason) = long_cursor {
+                tracing::warn!(
+                    scheme,
+                    "listing passed over a plugin whose page is refused: {reason}"
+                );
+                next = after(scheme);
+                continue;
+            }
             let max_entries = mount.settings.limits.max_page_entries as usize;
             if page.items.len() > max_entries {
                 tracing::warn!(
@@ -618,7 +639,7 @@ pub trait Listable: Sized + Send {
         cursor: Option<String>,
     ) -> BoxFuture<'_, Result<Page<Self>, ProviderError>>;
     /// Validates the entry under `limits` and puts it under `scheme`.
-    fn admit(self, scheme: &str, limits: &Limits) -> Result<Self::Admitted, String>;
+    fn admit(self, scheme: &str, limits: &AnswerLimits) -> Result<Self::Admitted, String>;
     /// Records what a listed entry promises about later reads, for `ttl`.
     fn promise(_item: &Self::Admitted, _promises: &Promises, _ttl: Duration) {}
 }
@@ -644,7 +665,7 @@ impl Listable for ResourceEntry {
         provider.list(cursor)
     }
 
-    fn admit(mut self, scheme: &str, limits: &Limits) -> Result<Resource, String> {
+    fn admit(mut self, scheme: &str, limits: &AnswerLimits) -> Result<Resource, String> {
         validate::length("path", &self.path, limits.max_string_bytes)?;
         uri::check_path(&self.path)
             .map_err(|reason| format!("resource path {:?} {reason}", self.path))?;
@@ -678,7 +699,7 @@ impl Listable for TemplateEntry {
         provider.templates(cursor)
     }
 
-    fn admit(mut self, scheme: &str, limits: &Limits) -> Result<Template, String> {
+    fn admit(mut self, scheme: &str, limits: &AnswerLimits) -> Result<Template, String> {
         validate::length(
             "path template",
             &self.path_template,

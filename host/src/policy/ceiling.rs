@@ -6,19 +6,26 @@
 //! ```toml
 //! locked = true                          # as if --locked were always given
 //! directories = ["/srv/resmux"]          # file grants must lie inside one
+//! writable = ["/srv/resmux/scratch"]     # read-write grants must lie inside one
 //! variables = ["WEATHER_TOKEN"]          # host variables env grants may read
 //! secret_files = ["/run/secrets/db"]     # files env grants may read
 //! network = ["https://*.example.com"]    # what network entries may allow
+//! [limits]                               # the most any manifest may set
+//! memory_mib = 128
+//! timeout_ms = 5000
 //! ```
+//!
+//! A manifest is checked against the ceiling before any of it is resolved:
+//! nothing is staged, read or hashed for a manifest that will be refused.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use super::Policy;
-use super::environment::Source;
 use super::network::Endpoint;
+use super::{Capability, LimitsSection};
 
 /// What may ever be granted.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -27,13 +34,18 @@ pub struct Ceiling {
     #[serde(default)]
     locked: bool,
     #[serde(default)]
-    directories: Vec<PathBuf>,
+    pub(super) directories: Vec<PathBuf>,
     #[serde(default)]
-    variables: Vec<String>,
+    pub(super) writable: Vec<PathBuf>,
     #[serde(default)]
-    secret_files: Vec<PathBuf>,
+    pub(super) variables: Vec<String>,
     #[serde(default)]
-    network: Vec<Endpoint>,
+    pub(super) secret_files: Vec<PathBuf>,
+    #[serde(default)]
+    pub(super) network: Vec<Endpoint>,
+    /// The highest value of each `[limits]` key a manifest may set.
+    #[serde(default)]
+    limits: BTreeMap<String, u64>,
 }
 
 impl Ceiling {
@@ -60,12 +72,30 @@ impl Ceiling {
                 })
                 .collect()
         };
+        let known: Vec<&str> = LimitsSection::default()
+            .by_key()
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        if let Some(unknown) = ceiling
+            .limits
+            .keys()
+            .find(|key| !known.contains(&key.as_str()))
+        {
+            bail!(
+                "operator policy {} caps unknown limit {unknown:?}; limits are {}",
+                path.display(),
+                known.join(", ")
+            );
+        }
         Ok(Self {
             locked: ceiling.locked,
             directories: canonical(ceiling.directories)?,
+            writable: canonical(ceiling.writable)?,
             variables: ceiling.variables,
             secret_files: canonical(ceiling.secret_files)?,
             network: ceiling.network,
+            limits: ceiling.limits,
         })
     }
 
@@ -74,43 +104,18 @@ impl Ceiling {
         self.locked
     }
 
-    /// Refuses a policy that grants what the ceiling does not allow.
-    /// `manifest_dir` resolves relative secret-file paths as the grant does.
-    pub fn check(&self, policy: &Policy, manifest_dir: &Path) -> Result<()> {
-        for grant in &policy.files {
-            if !self
-                .directories
-                .iter()
-                .any(|allowed| grant.host.starts_with(allowed))
-            {
-                bail!(
-                    "the operator policy allows no grant of {}",
-                    grant.host.display()
-                );
-            }
-        }
-        for grant in &policy.env {
-            match &grant.source {
-                Source::FromEnv(variable) if !self.variables.contains(variable) => {
-                    bail!("the operator policy allows no grant of host variable {variable}")
-                }
-                Source::FromFile(file) => {
-                    let path = manifest_dir.join(file).canonicalize()?;
-                    if !self.secret_files.contains(&path) {
-                        bail!(
-                            "the operator policy allows no grant of secret file {}",
-                            path.display()
-                        );
-                    }
-                }
-                Source::FromEnv(_) => {}
-            }
-        }
-        for entry in policy.network.entries() {
-            if !self.network.iter().any(|allowed| allowed.covers(entry)) {
-                bail!("the operator policy allows no network grant of {entry}");
-            }
+    /// Refuses a manifest whose capabilities ask for what the ceiling does
+    /// not allow. `manifest_dir` resolves relative paths as the grants will;
+    /// nothing is resolved.
+    pub fn check(&self, capabilities: &[&dyn Capability], manifest_dir: &Path) -> Result<()> {
+        for capability in capabilities {
+            capability.check(self, manifest_dir)?;
         }
         Ok(())
+    }
+
+    /// The highest value the ceiling allows for the limit `key`, if it caps it.
+    pub(super) fn most_for(&self, key: &str) -> Option<u64> {
+        self.limits.get(key).copied()
     }
 }

@@ -3,12 +3,97 @@
 //! secret never has to be written into the manifest itself. Nothing of the
 //! host's environment is inherited otherwise.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
-use wasmtime_wasi::WasiCtxBuilder;
+
+use super::{Capability, Ceiling, Grant, SandboxBuilder};
+
+/// The `[env]` section of a manifest: each variable's name and source.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct EnvSection(pub BTreeMap<String, Source>);
+
+impl Capability for EnvSection {
+    fn section(&self) -> &'static str {
+        "env"
+    }
+
+    fn check(&self, ceiling: &Ceiling, manifest_dir: &Path) -> Result<()> {
+        for source in self.0.values() {
+            match source {
+                Source::FromEnv(variable) if !ceiling.variables.contains(variable) => {
+                    bail!("the operator policy allows no grant of host variable {variable}")
+                }
+                Source::FromFile(file) => {
+                    let path = manifest_dir.join(file);
+                    let path = path.canonicalize().with_context(|| {
+                        format!("secret file {} cannot be opened", path.display())
+                    })?;
+                    if !ceiling.secret_files.contains(&path) {
+                        bail!(
+                            "the operator policy allows no grant of secret file {}",
+                            path.display()
+                        );
+                    }
+                }
+                Source::FromEnv(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve(&self, manifest_dir: &Path) -> Result<Arc<dyn Grant>> {
+        let grants = self
+            .0
+            .iter()
+            .map(|(name, source)| EnvGrant::resolve(name.clone(), source.clone(), manifest_dir))
+            .collect::<Result<_>>()?;
+        Ok(Arc::new(EnvGrants(grants)))
+    }
+}
+
+/// A plugin's resolved variables.
+struct EnvGrants(Vec<EnvGrant>);
+
+impl Grant for EnvGrants {
+    fn prepare(&self, _: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()> {
+        for grant in &self.0 {
+            sandbox.wasi.env(&grant.name, &grant.value.0);
+        }
+        Ok(())
+    }
+
+    fn describe(&self) -> (&'static str, Vec<String>) {
+        let lines = self
+            .0
+            .iter()
+            .map(|grant| {
+                let source = match &grant.source {
+                    Source::FromEnv(host) => format!("host variable {host}"),
+                    Source::FromFile(file) => format!("file {}", file.display()),
+                };
+                format!("{} (from {source})", grant.name)
+            })
+            .collect();
+        ("env", lines)
+    }
+
+    fn import_status(&self, interface: &str) -> Option<String> {
+        let status = match interface {
+            "wasi:cli/environment" if self.0.is_empty() => "linked; empty environment",
+            "wasi:cli/environment" => "granted variables only",
+            _ => return None,
+        };
+        Some(status.into())
+    }
+}
 
 /// Where one variable's value comes from: a `[env]` entry of a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -33,15 +118,15 @@ impl fmt::Debug for Secret {
 
 /// A variable granted to a plugin, with its value resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvGrant {
-    pub name: String,
-    pub source: Source,
+struct EnvGrant {
+    name: String,
+    source: Source,
     value: Secret,
 }
 
 impl EnvGrant {
     /// Reads the value of `name` from its source.
-    pub fn resolve(name: String, source: Source, manifest_dir: &Path) -> Result<Self> {
+    fn resolve(name: String, source: Source, manifest_dir: &Path) -> Result<Self> {
         let valid_name = !name.is_empty()
             && !name.contains('=')
             && !name.chars().any(|c| c.is_control() || c.is_whitespace());
@@ -56,7 +141,7 @@ impl EnvGrant {
             })?,
             Source::FromFile(file) => {
                 let path = manifest_dir.join(file);
-                let text = std::fs::read_to_string(&path).with_context(|| {
+                let text = read_secret_file(&path).with_context(|| {
                     format!(
                         "variable {name} is granted from {}, which cannot be read",
                         path.display()
@@ -71,11 +156,28 @@ impl EnvGrant {
             value: Secret(value),
         })
     }
+}
 
-    /// Sets the variable in a new instance's WASI context.
-    pub fn configure(&self, wasi: &mut WasiCtxBuilder) {
-        wasi.env(&self.name, &self.value.0);
+/// The longest secret file read into a variable.
+const MAX_SECRET_BYTES: u64 = 64 * 1024;
+
+/// Reads a secret file, which must be a regular file (never a device, FIFO
+/// or terminal, and opening it never waits) of at most [`MAX_SECRET_BYTES`].
+fn read_secret_file(path: &Path) -> Result<String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        bail!("it is not a regular file");
     }
+    if metadata.len() > MAX_SECRET_BYTES {
+        bail!("it is longer than {MAX_SECRET_BYTES} bytes");
+    }
+    let mut text = String::new();
+    file.take(MAX_SECRET_BYTES).read_to_string(&mut text)?;
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -100,5 +202,11 @@ mod tests {
         assert!(format!("{error:#}").contains("RESMUX_TEST_SURELY_UNSET, which is not set"));
         let bad = EnvGrant::resolve("A=B".into(), Source::FromEnv("PATH".into()), here);
         assert!(bad.is_err());
+        let device = Source::FromFile("/dev/zero".into());
+        let error = EnvGrant::resolve("X".into(), device, here).unwrap_err();
+        assert!(
+            format!("{error:#}").contains("not a regular file"),
+            "{error:#}"
+        );
     }
 }

@@ -1,18 +1,27 @@
-//! The limits one plugin runs under: memory, tables, stack, time, concurrency
-//! and answer size.
+//! The limits capability: the `[limits]` section of a manifest. Its sandbox
+//! half ([`Limits`]: memory, tables, host handles, stack, time and
+//! concurrency) is the runtime's; its answer half ([`AnswerLimits`]: sizes of
+//! what a plugin returns) is the namespace's.
 //!
-//! The runtime applies memory, tables (through [`StoreLimiter`]), stack (by
-//! running the plugin on an engine with that stack size), time and
-//! concurrency to every call; the namespace applies the size limits to every
-//! answer before it reaches a client.
+//! The runtime applies memory (all of an instance's memories together),
+//! tables (through [`StoreLimiter`]), host handles (the instance's resource
+//! table: open files, directories, sockets, streams, HTTP fields and bodies),
+//! stack (by running the plugin on an engine with that stack size), time and
+//! concurrency to every call; the namespace applies the answer limits to
+//! every answer before it reaches a client.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use wasmtime::ResourceLimiter;
 
-/// The `[limits]` section of a manifest; every field has a default.
+use super::{Capability, Ceiling, Grant, SandboxBuilder};
+use crate::contract::AnswerLimits;
+
+/// The sandbox half of a manifest's `[limits]`; every field has a default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -20,6 +29,10 @@ pub struct Limits {
     pub memory_mib: u64,
     /// Elements one table of an instance may grow to.
     pub table_elements: u64,
+    /// Host resources one instance may hold at once: open files and
+    /// directories, sockets, streams, pollables, HTTP fields, requests and
+    /// bodies. Each holds at most one host descriptor.
+    pub max_handles: u32,
     /// Stack the plugin's code may use, in KiB; deep recursion past it traps.
     pub stack_kib: u32,
     /// Time one call may spend running the plugin's own code, in
@@ -30,14 +43,6 @@ pub struct Limits {
     /// Calls to the plugin that may run at once; more wait, within their
     /// time limit.
     pub concurrent_calls: u32,
-    /// Total bytes of all contents of one read.
-    pub max_read_bytes: u64,
-    /// Entries on one page of a listing.
-    pub max_page_entries: u32,
-    /// Bytes of any one string of an answer other than a read's contents: a
-    /// path, name, title, description, MIME type, `_meta`, icon source or
-    /// completion value.
-    pub max_string_bytes: u32,
 }
 
 impl Default for Limits {
@@ -45,16 +50,122 @@ impl Default for Limits {
         Self {
             memory_mib: 256,
             table_elements: 200_000,
+            max_handles: 256,
             stack_kib: DEFAULT_STACK_KIB,
             cpu_ms: 5_000,
             timeout_ms: 10_000,
             concurrent_calls: 8,
-            max_read_bytes: 16 * 1024 * 1024,
-            max_page_entries: 1_000,
-            max_string_bytes: 64 * 1024,
         }
     }
 }
+
+/// A manifest's `[limits]`: both halves, read key by key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LimitsSection {
+    pub sandbox: Limits,
+    pub answers: AnswerLimits,
+}
+
+impl<'de> Deserialize<'de> for LimitsSection {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let table = toml::Table::deserialize(deserializer)?;
+        let (answers, sandbox): (toml::Table, toml::Table) = table
+            .into_iter()
+            .partition(|(key, _)| AnswerLimits::KEYS.contains(&key.as_str()));
+        Ok(Self {
+            sandbox: sandbox.try_into().map_err(D::Error::custom)?,
+            answers: answers.try_into().map_err(D::Error::custom)?,
+        })
+    }
+}
+
+impl LimitsSection {
+    /// Every limit by its manifest key.
+    pub fn by_key(&self) -> Vec<(&'static str, u64)> {
+        let sandbox = &self.sandbox;
+        let mut keyed = vec![
+            ("memory_mib", sandbox.memory_mib),
+            ("table_elements", sandbox.table_elements),
+            ("max_handles", sandbox.max_handles.into()),
+            ("stack_kib", sandbox.stack_kib.into()),
+            ("cpu_ms", sandbox.cpu_ms),
+            ("timeout_ms", sandbox.timeout_ms),
+            ("concurrent_calls", sandbox.concurrent_calls.into()),
+        ];
+        keyed.extend(self.answers.by_key());
+        keyed
+    }
+
+    /// Rejects limits that could never let a call succeed.
+    pub fn validate(&self) -> Result<()> {
+        if !STACK_KIB_RANGE.contains(&self.sandbox.stack_kib) {
+            bail!(
+                "stack_kib must lie between {} and {}, not {}",
+                STACK_KIB_RANGE.start(),
+                STACK_KIB_RANGE.end(),
+                self.sandbox.stack_kib
+            );
+        }
+        let zero = self
+            .by_key()
+            .into_iter()
+            .find(|&(key, value)| value == 0 && key != "max_read_bytes");
+        if let Some((key, _)) = zero {
+            bail!("{key} must be above zero");
+        }
+        Ok(())
+    }
+}
+
+impl Capability for LimitsSection {
+    fn section(&self) -> &'static str {
+        "limits"
+    }
+
+    fn check(&self, ceiling: &Ceiling, _: &Path) -> Result<()> {
+        for (key, value) in self.by_key() {
+            if let Some(most) = ceiling.most_for(key)
+                && value > most
+            {
+                bail!("the operator policy allows {key} of at most {most}, not {value}");
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve(&self, _: &Path) -> Result<Arc<dyn Grant>> {
+        self.validate().context("invalid limits")?;
+        Ok(Arc::new(self.sandbox))
+    }
+}
+
+impl Grant for Limits {
+    fn prepare(&self, _: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()> {
+        sandbox.table.set_max_capacity(self.max_handles as usize);
+        sandbox.limiter = self.limiter();
+        Ok(())
+    }
+
+    fn describe(&self) -> (&'static str, Vec<String>) {
+        (
+            "limits",
+            vec![format!(
+                "memory {} MiB, tables {} elements, {} handles, stack {} KiB, CPU {} ms and wall clock {} ms per call, {} calls at once",
+                self.memory_mib,
+                self.table_elements,
+                self.max_handles,
+                self.stack_kib,
+                self.cpu_ms,
+                self.timeout_ms,
+                self.concurrent_calls
+            )],
+        )
+    }
+}
+
+/// How often the engine's epoch advances; the granularity of time limits.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The default stack limit, wasmtime's own default.
 pub const DEFAULT_STACK_KIB: u32 = 512;
@@ -63,29 +174,6 @@ pub const DEFAULT_STACK_KIB: u32 = 512;
 const STACK_KIB_RANGE: std::ops::RangeInclusive<u32> = 64..=16_384;
 
 impl Limits {
-    /// Rejects limits that could never let a call succeed.
-    pub fn validate(&self) -> Result<()> {
-        if !STACK_KIB_RANGE.contains(&self.stack_kib) {
-            bail!(
-                "stack_kib must lie between {} and {}, not {}",
-                STACK_KIB_RANGE.start(),
-                STACK_KIB_RANGE.end(),
-                self.stack_kib
-            );
-        }
-        if self.memory_mib == 0
-            || self.table_elements == 0
-            || self.cpu_ms == 0
-            || self.timeout_ms == 0
-            || self.concurrent_calls == 0
-            || self.max_page_entries == 0
-            || self.max_string_bytes == 0
-        {
-            bail!("every limit must be above zero");
-        }
-        Ok(())
-    }
-
     pub fn memory_bytes(&self) -> usize {
         usize::try_from(self.memory_mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
     }
@@ -94,11 +182,15 @@ impl Limits {
         Duration::from_millis(self.timeout_ms)
     }
 
-    /// A limiter for one new store whose running code is sampled every `tick`.
-    pub fn limiter(&self, tick: Duration) -> StoreLimiter {
-        let tick_ms = u64::try_from(tick.as_millis()).unwrap_or(u64::MAX).max(1);
+    /// A limiter for one new store, whose running code is sampled every
+    /// [`EPOCH_TICK`].
+    fn limiter(&self) -> StoreLimiter {
+        let tick_ms = u64::try_from(EPOCH_TICK.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
         StoreLimiter {
             memory_bytes: self.memory_bytes(),
+            memory_in_use: 0,
             table_elements: usize::try_from(self.table_elements).unwrap_or(usize::MAX),
             cpu_ticks_left: self.cpu_ms.div_ceil(tick_ms),
             exceeded: None,
@@ -112,6 +204,8 @@ impl Limits {
 #[derive(Debug)]
 pub struct StoreLimiter {
     memory_bytes: usize,
+    /// Bytes of all the instance's linear memories together.
+    memory_in_use: usize,
     table_elements: usize,
     cpu_ticks_left: u64,
     exceeded: Option<Exceeded>,
@@ -126,6 +220,17 @@ pub enum Exceeded {
 }
 
 impl StoreLimiter {
+    /// A limiter that refuses nothing, until a limits grant replaces it.
+    pub fn unlimited() -> Self {
+        Self {
+            memory_bytes: usize::MAX,
+            memory_in_use: 0,
+            table_elements: usize::MAX,
+            cpu_ticks_left: u64::MAX,
+            exceeded: None,
+        }
+    }
+
     /// The limit the call ran into, if any.
     pub fn exceeded(&self) -> Option<Exceeded> {
         self.exceeded
@@ -150,12 +255,18 @@ impl StoreLimiter {
 impl ResourceLimiter for StoreLimiter {
     fn memory_growing(
         &mut self,
-        _: usize,
+        current: usize,
         desired: usize,
         _: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = desired <= self.memory_bytes;
-        if !allowed {
+        let total = self
+            .memory_in_use
+            .saturating_sub(current)
+            .saturating_add(desired);
+        let allowed = total <= self.memory_bytes;
+        if allowed {
+            self.memory_in_use = total;
+        } else {
             self.exceeded = Some(Exceeded::Memory);
         }
         Ok(allowed)

@@ -1,78 +1,143 @@
-//! The grants and limits of one plugin, built once from its manifest.
+//! The grants and limits of one plugin, built once from its manifest, and the
+//! sandbox each of its instances runs in.
 //!
-//! Everything is denied unless a grant says otherwise. Each capability lives in
-//! its own module with the same shape: a manifest section that deserialises
-//! into a value, and `configure`, which applies that value to the WASI context
-//! of a new instance. Limits are read by the runtime on every call. A new WASI
-//! context inherits no variable, argument or standard input from the host.
+//! Everything is denied unless a grant says otherwise. Each capability (files,
+//! environment, network with its name lookup, limits) is one module behind
+//! the same two traits, with the stages of a grant's life:
+//! - [`Capability`]: its manifest section, checked against the operator's
+//!   ceiling before anything is resolved, then resolved once, at load,
+//!   against the manifest's folder into held resources;
+//! - [`Grant`]: what it adds to the plugin's linker, what it gives each new
+//!   instance ([`Sandbox`]), and how `inspect` describes it.
+//!
+//! The catalog, the ceiling and `inspect` loop over the capabilities a
+//! manifest lists; a new capability is one module here and one entry in
+//! `Manifest::capabilities`.
 
 pub mod ceiling;
 pub mod environment;
 pub mod files;
 pub mod limits;
 pub mod network;
+mod output;
+mod sandbox;
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Result;
-use wasmtime_wasi::WasiCtxBuilder;
+use anyhow::{Context, Result};
+use wasmtime::component::{Component, Linker};
 
 pub use ceiling::Ceiling;
-pub use environment::{EnvGrant, Source as EnvSource};
+pub use environment::Source as EnvSource;
 pub use files::FileGrant;
-pub use limits::Limits;
+pub use limits::{Limits, LimitsSection};
 pub use network::NetworkGrant;
+pub use sandbox::{Sandbox, SandboxBuilder};
+
+/// One capability's section of a manifest, before it is resolved.
+pub trait Capability {
+    /// The manifest section it is read from.
+    fn section(&self) -> &'static str;
+    /// Refuses what the operator's ceiling does not allow. Nothing is
+    /// resolved yet: no file is opened or staged, no secret read.
+    fn check(&self, ceiling: &Ceiling, manifest_dir: &Path) -> Result<()>;
+    /// Resolves the section once, when the plugin loads, against the
+    /// manifest's folder: paths opened, values read, addresses vetted.
+    fn resolve(&self, manifest_dir: &Path) -> Result<Arc<dyn Grant>>;
+}
+
+/// A capability resolved for one plugin, shared by all its instances.
+pub trait Grant: Send + Sync {
+    /// Adds to the plugin's linker what only this grant brings (and what
+    /// stands in for it when not granted).
+    fn link(&self, _linker: &mut Linker<Sandbox>, _component: &Component) -> Result<()> {
+        Ok(())
+    }
+    /// Gives one new instance its share: held handles, values, caps.
+    fn prepare(&self, plugin: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()>;
+    /// Whether a call may block its thread in a host operation (a file
+    /// operation on a FIFO or a hung mount).
+    fn may_block(&self) -> bool {
+        false
+    }
+    /// Host paths whose changes may change the plugin's answers.
+    fn watched_paths(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
+    /// What `inspect` prints about it: a section name and one line each.
+    fn describe(&self) -> (&'static str, Vec<String>);
+    /// What the plugin gets when it imports `interface` (without its
+    /// version), if this grant decides it.
+    fn import_status(&self, _interface: &str) -> Option<String> {
+        None
+    }
+}
 
 /// Everything one plugin may do, resolved against the manifest's folder.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone)]
 pub struct Policy {
-    pub files: Vec<FileGrant>,
-    pub env: Vec<EnvGrant>,
-    pub network: NetworkGrant,
     pub limits: Limits,
+    grants: Vec<Arc<dyn Grant>>,
 }
 
 impl Policy {
-    /// Resolves the grants of a manifest stored in `manifest_dir`: relative host
-    /// paths are taken from there, and every granted path must exist.
+    /// Resolves every capability a manifest lists, in order.
     pub fn resolve(
-        files: Vec<FileGrant>,
-        env: BTreeMap<String, EnvSource>,
-        network: NetworkGrant,
+        capabilities: &[&dyn Capability],
         limits: Limits,
         manifest_dir: &Path,
     ) -> Result<Self> {
-        let files: Vec<FileGrant> = files
-            .into_iter()
-            .map(|grant| grant.resolve(manifest_dir))
+        let grants = capabilities
+            .iter()
+            .map(|capability| {
+                capability
+                    .resolve(manifest_dir)
+                    .with_context(|| format!("[{}]", capability.section()))
+            })
             .collect::<Result<_>>()?;
-        files::check_distinct(&files)?;
-        let env = env
-            .into_iter()
-            .map(|(name, source)| EnvGrant::resolve(name, source, manifest_dir))
-            .collect::<Result<_>>()?;
-        limits.validate()?;
-        Ok(Self {
-            files,
-            env,
-            network,
-            limits,
-        })
+        Ok(Self { limits, grants })
     }
 
-    /// Applies every capability to the WASI context of a new instance of
-    /// `plugin`; the HTTP half of the network grant is applied by
-    /// [`network::HttpPolicy`].
-    pub fn configure(&self, plugin: &Arc<str>, wasi: &mut WasiCtxBuilder) -> Result<()> {
-        self.network.configure(plugin, wasi);
-        for grant in &self.env {
-            grant.configure(wasi);
-        }
-        for grant in &self.files {
-            grant.configure(wasi)?;
+    pub fn grants(&self) -> &[Arc<dyn Grant>] {
+        &self.grants
+    }
+
+    /// Adds what the grants bring to a plugin's linker for `component`.
+    pub fn link(&self, linker: &mut Linker<Sandbox>, component: &Component) -> Result<()> {
+        for grant in &self.grants {
+            grant.link(linker, component)?;
         }
         Ok(())
     }
+
+    /// The sandbox of one new instance of `plugin`.
+    pub fn sandbox(&self, plugin: &Arc<str>) -> Result<Sandbox> {
+        let mut builder = SandboxBuilder::new(plugin.clone());
+        for grant in &self.grants {
+            grant.prepare(plugin, &mut builder)?;
+        }
+        Ok(builder.build())
+    }
+
+    /// Whether a call may block its thread in a host operation.
+    pub fn may_block(&self) -> bool {
+        self.grants.iter().any(|grant| grant.may_block())
+    }
+
+    /// Host paths whose changes may change the plugin's answers.
+    pub fn watched_paths(&self) -> Vec<PathBuf> {
+        self.grants
+            .iter()
+            .flat_map(|grant| grant.watched_paths())
+            .collect()
+    }
+}
+
+/// Links what every plugin's linker holds: WASI 0.2 without `wasi:http`,
+/// with resmux's own name lookup in place of WASI's.
+pub fn link_common(linker: &mut Linker<Sandbox>) -> Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    network::link_lookup(linker)?;
+    Ok(())
 }

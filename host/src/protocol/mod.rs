@@ -36,7 +36,7 @@ mod tools;
 use cache::Paged;
 pub use cache::ResponseCache;
 
-use notify::Session;
+use notify::{ListenStreams, MAX_SUBSCRIPTIONS_PER_SESSION, Session};
 
 /// The MCP face of a namespace. Each legacy session gets its own clone
 /// ([`ResmuxServer::for_session`]), which holds that session's subscriptions.
@@ -47,6 +47,7 @@ pub struct ResmuxServer {
     audit: Option<Arc<AuditLog>>,
     cache: Option<Arc<ResponseCache>>,
     session: Arc<Session>,
+    streams: Arc<ListenStreams>,
 }
 
 /// What a server adds around the namespace.
@@ -75,6 +76,7 @@ impl ResmuxServer {
             tool_bridge: options.tool_bridge,
             audit: options.audit.map(Arc::new),
             cache: options.cache,
+            streams: Arc::default(),
         }
     }
 
@@ -339,8 +341,9 @@ impl ServerHandler for ResmuxServer {
         self.namespace
             .check_servable(&request.uri, &client.scope)
             .map_err(error_data)?;
-        self.session.subscribe(&request.uri);
-        Ok(())
+        self.session
+            .subscribe(&request.uri)
+            .map_err(|reason| ErrorData::invalid_params(reason, None))
     }
 
     #[allow(deprecated, reason = "the only route for clients before 2026-07-28")]
@@ -362,6 +365,7 @@ impl ServerHandler for ResmuxServer {
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
                 .filter(|uri| namespace::uri::split(uri).is_ok())
+                .take(MAX_SUBSCRIPTIONS_PER_SESSION)
                 .cloned()
                 .collect()
         });
@@ -369,8 +373,12 @@ impl ServerHandler for ResmuxServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let scope = client_of(&context.request_context().extensions).scope;
-        notify::listen(&self.namespace, context, scope).await;
+        let client = client_of(&context.request_context().extensions);
+        let _open = self
+            .streams
+            .open(&client.name)
+            .map_err(|reason| ErrorData::invalid_request(reason, None))?;
+        notify::listen(&self.namespace, context, client.scope).await;
         Ok(())
     }
 

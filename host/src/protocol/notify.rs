@@ -4,9 +4,11 @@
 //! `subscriptions/listen` stream that carries only the kinds it asked for.
 //! Either way a client hears only of schemes in its scope, and every
 //! subscription is counted in the namespace, which polls change reports only
-//! while someone listens.
+//! while someone listens. A session follows at most
+//! [`MAX_SUBSCRIPTIONS_PER_SESSION`] resources, and a client keeps at most
+//! [`MAX_LISTEN_STREAMS_PER_CLIENT`] listen streams open.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -22,6 +24,10 @@ use crate::namespace::{Event, Namespace, Scope};
 
 /// How often a forwarder checks that its session is still there.
 const SESSION_CHECK: Duration = Duration::from_secs(1);
+/// Resources one legacy session, or one listen stream, may follow.
+pub const MAX_SUBSCRIPTIONS_PER_SESSION: usize = 256;
+/// Listen streams one client may keep open at once.
+pub const MAX_LISTEN_STREAMS_PER_CLIENT: usize = 16;
 
 /// The subscriptions of one legacy session; dropping it (the session ended)
 /// withdraws them.
@@ -38,10 +44,20 @@ impl Session {
         })
     }
 
-    pub fn subscribe(&self, uri: &str) {
-        if self.lock().insert(uri.to_owned()) {
-            self.namespace.subscriptions().add(uri);
+    /// Follows `uri`; refused when the session follows its most already.
+    pub fn subscribe(&self, uri: &str) -> Result<(), String> {
+        let mut subscribed = self.lock();
+        if subscribed.contains(uri) {
+            return Ok(());
         }
+        if subscribed.len() >= MAX_SUBSCRIPTIONS_PER_SESSION {
+            return Err(format!(
+                "this session follows {MAX_SUBSCRIPTIONS_PER_SESSION} resources, the most allowed; unsubscribe from one first"
+            ));
+        }
+        subscribed.insert(uri.to_owned());
+        self.namespace.subscriptions().add(uri);
+        Ok(())
     }
 
     pub fn unsubscribe(&self, uri: &str) {
@@ -146,6 +162,54 @@ pub async fn listen(namespace: &Namespace, context: SubscriptionContext, scope: 
         for notification in notifications {
             if sink.send(notification).await.is_err() {
                 return;
+            }
+        }
+    }
+}
+
+/// The listen streams each client has open.
+#[derive(Default)]
+pub struct ListenStreams {
+    open: Mutex<HashMap<Arc<str>, usize>>,
+}
+
+/// One open listen stream, counted until dropped.
+pub struct OpenStream {
+    streams: Arc<ListenStreams>,
+    client: Arc<str>,
+}
+
+impl ListenStreams {
+    /// Counts a new stream of `client`, unless it has its most open.
+    pub fn open(self: &Arc<Self>, client: &Arc<str>) -> Result<OpenStream, String> {
+        let mut open = self.lock();
+        let count = open.entry(client.clone()).or_default();
+        if *count >= MAX_LISTEN_STREAMS_PER_CLIENT {
+            return Err(format!(
+                "client {client} has {MAX_LISTEN_STREAMS_PER_CLIENT} listen streams open, the most allowed"
+            ));
+        }
+        *count += 1;
+        Ok(OpenStream {
+            streams: self.clone(),
+            client: client.clone(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, usize>> {
+        self.open
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        let mut open = self.streams.lock();
+        if let Some(count) = open.get_mut(&self.client) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.client);
             }
         }
     }

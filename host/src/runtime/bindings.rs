@@ -12,16 +12,32 @@ wasmtime::component::bindgen!({
 pub use self::exports::resmux::provider::provider::Guest;
 use self::resmux::provider::types as wit;
 
+/// The longest error message of a plugin passed on; longer ones are cut.
+pub const MAX_ERROR_BYTES: usize = 4096;
+
 impl From<wit::Error> for contract::ProviderError {
     fn from(error: wit::Error) -> Self {
         match error {
-            wit::Error::NotFound(message) => Self::NotFound(message),
-            wit::Error::InvalidInput(message) => Self::InvalidInput(message),
-            wit::Error::Denied(message) => Self::Denied(message),
-            wit::Error::Unavailable(message) => Self::Unavailable(message),
-            wit::Error::Internal(message) => Self::Internal(message),
+            wit::Error::NotFound(message) => Self::NotFound(cut(message)),
+            wit::Error::InvalidInput(message) => Self::InvalidInput(cut(message)),
+            wit::Error::Denied(message) => Self::Denied(cut(message)),
+            wit::Error::Unavailable(message) => Self::Unavailable(cut(message)),
+            wit::Error::Internal(message) => Self::Internal(cut(message)),
         }
     }
+}
+
+/// Cuts an error message to [`MAX_ERROR_BYTES`] (at a character boundary),
+/// saying how much was cut.
+fn cut(mut message: String) -> String {
+    if message.len() <= MAX_ERROR_BYTES {
+        return message;
+    }
+    let end = message.floor_char_boundary(MAX_ERROR_BYTES);
+    let cut = message.len() - end;
+    message.truncate(end);
+    message.push_str(&format!("... [{cut} more bytes cut by resmux]"));
+    message
 }
 
 impl From<wit::CacheHint> for contract::CacheHint {

@@ -5,16 +5,33 @@
 //! resmux build or different engine settings never load stale code. Entries are
 //! written to a temporary name and renamed into place, so a crash never leaves a
 //! half-written entry behind.
+//!
+//! The entries are native code that resmux runs, so the cache must not be a
+//! way in:
+//! - the directory must belong to resmux's user and be writable by nobody
+//!   else, or resmux refuses to start with it; an entry that is not a regular
+//!   file of resmux's user, writable by it alone, is ignored and recompiled;
+//! - every entry carries an HMAC-SHA256 tag under a key kept outside the
+//!   cache (in a file of resmux's user that nobody else may read), so an
+//!   artefact planted or altered by anyone without the key is recompiled,
+//!   never run.
 
+use std::fs::{self, OpenOptions};
 use std::hash::{Hash, Hasher};
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+/// Bytes of an entry's tag, before its machine code.
+const TAG_BYTES: usize = 32;
 
 /// Where a component's machine code came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,15 +42,58 @@ pub enum Origin {
     Cached,
 }
 
-/// A directory of compiled components, or none to always compile.
+/// A directory of compiled components and the key that vouches for them, or
+/// none to always compile.
 #[derive(Debug, Clone)]
 pub struct CompileCache {
-    dir: Option<PathBuf>,
+    stored: Option<Stored>,
+}
+
+#[derive(Clone)]
+struct Stored {
+    dir: PathBuf,
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for Stored {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Stored")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 impl CompileCache {
-    pub fn new(dir: Option<PathBuf>) -> Self {
-        Self { dir }
+    /// A cache that compiles every time and stores nothing.
+    pub fn disabled() -> Self {
+        Self { stored: None }
+    }
+
+    /// The cache in `dir`, vouched for by the key in `key_file` (created
+    /// when missing). Refuses a directory or key file that anyone but
+    /// resmux's user could change, or a key file anyone else could read.
+    pub fn open(dir: &Path, key_file: &Path) -> Result<Self> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
+        let metadata = fs::metadata(dir)
+            .with_context(|| format!("cannot read cache directory {}", dir.display()))?;
+        only_ours(&metadata, 0o022).with_context(|| {
+            format!(
+                "refusing compile cache directory {}: its entries are run as native code",
+                dir.display()
+            )
+        })?;
+        let key = read_or_create_key(key_file)?;
+        Ok(Self {
+            stored: Some(Stored {
+                dir: dir.to_owned(),
+                key,
+            }),
+        })
     }
 
     /// Returns the component for `bytes`, whose SHA-256 is `digest`.
@@ -43,29 +103,37 @@ impl CompileCache {
         bytes: &[u8],
         digest: &str,
     ) -> Result<(Component, Origin)> {
-        let Some(dir) = &self.dir else {
+        let Some(stored) = &self.stored else {
             return Ok((Component::new(engine, bytes)?, Origin::Compiled));
         };
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
+        let dir = &stored.dir;
         let cache = Dir::open_ambient_dir(dir, ambient_authority())
             .with_context(|| format!("cannot open cache directory {}", dir.display()))?;
         let entry = format!("{digest}-{}.cwasm", engine_key(engine));
-        if let Ok(compiled) = cache.read(&entry) {
-            // SAFETY: entries are written only by `store` below, from this
-            // engine's own output, and are keyed by the engine's compatibility
-            // hash; wasmtime also checks the header before use.
-            match unsafe { Component::deserialize(engine, &compiled) } {
-                Ok(component) => return Ok((component, Origin::Cached)),
-                Err(error) => tracing::warn!(
-                    entry,
-                    "ignoring unusable compile cache entry in {}: {error:#}",
-                    dir.display()
-                ),
+        match stored.load(&cache, &entry) {
+            Ok(Some(compiled)) => {
+                // SAFETY: the entry carries a valid tag under our key, so this
+                // process (or an earlier one with the key) wrote it from this
+                // engine's own output; it is keyed by the engine's
+                // compatibility hash, and wasmtime checks the header too.
+                match unsafe { Component::deserialize(engine, compiled) } {
+                    Ok(component) => return Ok((component, Origin::Cached)),
+                    Err(error) => tracing::warn!(
+                        entry,
+                        "ignoring unusable compile cache entry in {}: {error:#}",
+                        dir.display()
+                    ),
+                }
             }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(
+                entry,
+                "ignoring compile cache entry in {}: {error:#}; compiling afresh",
+                dir.display()
+            ),
         }
         let compiled = engine.precompile_component(bytes)?;
-        if let Err(error) = store(&cache, &entry, &compiled) {
+        if let Err(error) = stored.store(&cache, &entry, &compiled) {
             tracing::warn!(
                 entry,
                 "cannot store compiled component in {}: {error:#}",
@@ -78,10 +146,121 @@ impl CompileCache {
     }
 }
 
-fn store(cache: &Dir, entry: &str, compiled: &[u8]) -> std::io::Result<()> {
-    let temporary = format!(".{entry}.{}.tmp", std::process::id());
-    cache.write(&temporary, compiled)?;
-    cache.rename(&temporary, cache, entry)
+impl Stored {
+    fn mac(&self, entry: &str) -> Hmac<Sha256> {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
+        mac.update(entry.as_bytes());
+        mac
+    }
+
+    /// The machine code of `entry`, if it is there and its tag is good.
+    fn load(&self, cache: &Dir, entry: &str) -> Result<Option<Vec<u8>>> {
+        let Ok(file) = cache.open(entry) else {
+            return Ok(None);
+        };
+        let mut file = file.into_std();
+        let metadata = file.metadata()?;
+        if !metadata.is_file() {
+            bail!("it is not a regular file");
+        }
+        only_ours(&metadata, 0o022)?;
+        let mut tagged = Vec::new();
+        file.read_to_end(&mut tagged)?;
+        if tagged.len() < TAG_BYTES {
+            bail!("it is too short to carry a tag");
+        }
+        let compiled = tagged.split_off(TAG_BYTES);
+        let mut mac = self.mac(entry);
+        mac.update(&compiled);
+        mac.verify_slice(&tagged)
+            .map_err(|_| anyhow::anyhow!("its tag does not match: it was not written by resmux"))?;
+        Ok(Some(compiled))
+    }
+
+    fn store(&self, cache: &Dir, entry: &str, compiled: &[u8]) -> std::io::Result<()> {
+        let mut mac = self.mac(entry);
+        mac.update(compiled);
+        let tag = mac.finalize().into_bytes();
+        let temporary = format!(".{entry}.{}.tmp", std::process::id());
+        let mut file = cache.create(&temporary)?;
+        file.write_all(&tag)?;
+        file.write_all(compiled)?;
+        drop(file);
+        cache.rename(&temporary, cache, entry)
+    }
+}
+
+/// Refuses what is not owned by resmux's user, or has any of `forbidden`
+/// mode bits set.
+fn only_ours(metadata: &fs::Metadata, forbidden: u32) -> Result<()> {
+    let user = rustix::process::geteuid().as_raw();
+    if metadata.uid() != user {
+        bail!(
+            "it belongs to user {}, not to resmux's user {user}",
+            metadata.uid()
+        );
+    }
+    let mode = metadata.mode() & 0o777;
+    if mode & forbidden != 0 {
+        bail!("its mode {mode:o} lets others change it");
+    }
+    Ok(())
+}
+
+/// The cache key in `path`, made (32 random bytes, mode 0600) when missing.
+fn read_or_create_key(path: &Path) -> Result<[u8; 32]> {
+    if fs::symlink_metadata(path).is_err() {
+        create_key(path)?;
+    }
+    let refuse = |reason: &str| {
+        anyhow::anyhow!(
+            "refusing compile cache key {}: {reason}; whoever has it can make resmux run native code",
+            path.display()
+        )
+    };
+    let metadata = fs::symlink_metadata(path)
+        .with_context(|| format!("cannot read compile cache key {}", path.display()))?;
+    if !metadata.is_file() {
+        return Err(refuse("it is not a regular file"));
+    }
+    if only_ours(&metadata, 0o077).is_err() {
+        return Err(refuse("it must belong to resmux's user with mode 600"));
+    }
+    let key = fs::read(path)
+        .with_context(|| format!("cannot read compile cache key {}", path.display()))?;
+    key.try_into()
+        .map_err(|_| refuse("it does not hold 32 bytes"))
+}
+
+/// Writes 32 random bytes (mode 0600) to `path`, unless another process got
+/// there first: the key is written aside and linked into place whole.
+fn create_key(path: &Path) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let aside = path.with_extension(format!("{}.new", std::process::id()));
+    let key: [u8; 32] = rand::random();
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&aside)
+        .with_context(|| format!("cannot create compile cache key {}", aside.display()))?;
+    file.write_all(&key)?;
+    drop(file);
+    let linked = fs::hard_link(&aside, path);
+    let _ = fs::remove_file(&aside);
+    match linked {
+        Err(error) if error.kind() != std::io::ErrorKind::AlreadyExists => Err(error)
+            .with_context(|| format!("cannot create compile cache key {}", path.display())),
+        _ => Ok(()),
+    }
 }
 
 /// A short stable digest of everything that makes compiled code compatible

@@ -1,51 +1,51 @@
 //! Running plugins: wasmtime engines with the component model (one per stack
-//! limit in use), the compile cache, and [`WasmPlugin`], which calls a
-//! component's exports under its policy's limits.
+//! limit in use), the compile cache, the host's descriptor budget
+//! ([`handles`]), and [`WasmPlugin`], which calls a component's exports under
+//! its policy's limits.
 //!
 //! The runtime knows nothing of schemes or MCP: it turns component bytes into a
 //! [`crate::contract::Provider`].
 
 mod bindings;
 mod cache;
+mod handles;
 mod health;
-mod output;
 mod plugin;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
 pub use bindings::PluginInfo;
 pub use cache::{CompileCache, Origin};
+pub use handles::HandleBudget;
 pub use plugin::WasmPlugin;
 
-use crate::policy::Policy;
-use crate::policy::limits::DEFAULT_STACK_KIB;
-use plugin::PluginState;
+use crate::policy::limits::{DEFAULT_STACK_KIB, EPOCH_TICK};
+use crate::policy::{self, Policy, Sandbox};
 
-/// How often the engine's epoch advances; the granularity of time limits.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// The engine plugins run on, with all of WASI 0.2 (`wasi:http` included)
-/// linked once; the policy decides what each call may use. The stack limit
-/// is a setting of the engine, so each stack size in use gets an engine of
-/// its own, shared by every plugin with that limit (most plugins keep the
+/// The engine plugins run on, with what every plugin gets linked once
+/// ([`policy::link_common`]); each plugin's linker adds what its grants
+/// bring, and the policy decides what each call may use. The stack limit is
+/// a setting of the engine, so each stack size in use gets an engine of its
+/// own, shared by every plugin with that limit (most plugins keep the
 /// default, and so share one).
 #[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
-    linker: Arc<Linker<PluginState>>,
+    linker: Arc<Linker<Sandbox>>,
     cache: CompileCache,
+    handles: HandleBudget,
     engines: Arc<Mutex<HashMap<u32, Engined>>>,
 }
 
-/// An engine and the linker of its plugins.
-type Engined = (Engine, Arc<Linker<PluginState>>);
+/// An engine and the linker every plugin on it starts from.
+type Engined = (Engine, Arc<Linker<Sandbox>>);
 
 /// Stack above the plugin's own that a call's fiber keeps for the host.
 const HOST_STACK: usize = 1536 * 1024;
@@ -60,14 +60,16 @@ pub struct Compiled {
 }
 
 impl Runtime {
-    /// Creates the engine for the default stack limit.
-    pub fn new(cache: CompileCache) -> Result<Self> {
+    /// Creates the engine for the default stack limit; plugins share
+    /// `handles`.
+    pub fn new(cache: CompileCache, handles: HandleBudget) -> Result<Self> {
         let (engine, linker) = new_engine(DEFAULT_STACK_KIB)?;
         let engines = HashMap::from([(DEFAULT_STACK_KIB, (engine.clone(), linker.clone()))]);
         Ok(Self {
             engine,
             linker,
             cache,
+            handles,
             engines: Arc::new(Mutex::new(engines)),
         })
     }
@@ -92,15 +94,26 @@ impl Runtime {
             engine,
             linker,
             cache: self.cache.clone(),
+            handles: self.handles.clone(),
             engines: self.engines.clone(),
         })
     }
 
-    /// Compiles `bytes` (or loads them from the compile cache).
-    pub fn compile(&self, bytes: &[u8]) -> Result<Compiled> {
+    /// Compiles `bytes` (or loads them from the compile cache); with a
+    /// `pin`, bytes of another SHA-256 are refused before anything is
+    /// compiled or loaded.
+    pub fn compile(&self, bytes: &[u8], pin: Option<&str>) -> Result<Compiled> {
         let started = Instant::now();
         let digest = hex::encode(Sha256::digest(bytes));
-        let (component, origin) = self.cache.component(&self.engine, bytes, &digest)?;
+        if let Some(expected) = pin
+            && !expected.eq_ignore_ascii_case(&digest)
+        {
+            bail!("its sha256 is {digest}, but the manifest pins {expected}");
+        }
+        let (component, origin) = self
+            .cache
+            .component(&self.engine, bytes, &digest)
+            .context("not a loadable component")?;
         Ok(Compiled {
             component,
             digest,
@@ -118,15 +131,24 @@ impl Runtime {
         policy: Policy,
         config: Vec<(String, String)>,
     ) -> Result<WasmPlugin> {
-        let instance_pre = self
-            .linker
+        let mut linker = Linker::clone(&self.linker);
+        policy
+            .link(&mut linker, component)
+            .context("cannot link what the plugin's grants bring")?;
+        let instance_pre = linker
             .instantiate_pre(component)
             .map_err(anyhow::Error::from)
             .context("the component imports something resmux does not provide")?;
         let pre = bindings::PluginPre::new(instance_pre)
             .map_err(anyhow::Error::from)
             .context("the component does not export resmux:provider/provider@0.1.0")?;
-        Ok(WasmPlugin::new(name.into(), pre, policy, config))
+        Ok(WasmPlugin::new(
+            name.into(),
+            pre,
+            policy,
+            config,
+            self.handles.clone(),
+        ))
     }
 
     /// Names of what a component imports and exports, for `inspect`.
@@ -138,7 +160,8 @@ impl Runtime {
     }
 }
 
-/// An engine whose plugins get `stack_kib` KiB of stack, and its linker.
+/// An engine whose plugins get `stack_kib` KiB of stack, and its common
+/// linker.
 fn new_engine(stack_kib: u32) -> Result<Engined> {
     let stack = stack_kib as usize * 1024;
     let mut config = Config::new();
@@ -149,8 +172,7 @@ fn new_engine(stack_kib: u32) -> Result<Engined> {
         .async_stack_size(stack + HOST_STACK);
     let engine = Engine::new(&config)?;
     let mut linker = Linker::new(&engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    policy::link_common(&mut linker)?;
     spawn_epoch_clock(&engine);
     Ok((engine, Arc::new(linker)))
 }

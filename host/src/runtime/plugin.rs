@@ -1,97 +1,86 @@
 //! One loaded plugin and the path of every call into it: a slot among the
-//! plugin's concurrent calls, a fresh store and instance under its policy,
-//! `init` with the operator's config, the call itself, all within the time
-//! limit. A store is never reused, so a trap or a cancelled call leaves
-//! nothing behind. Faults are counted, and a plugin that keeps faulting is
-//! quarantined.
+//! plugin's concurrent calls and its share of the host's descriptor budget,
+//! a fresh store and instance under its policy (its resource table capped at
+//! `max_handles`), `init` with the operator's config, the call itself, all
+//! within the time limit. A store is never reused, so a trap or a cancelled
+//! call leaves nothing behind. Faults are counted ([`super::health`]), and a
+//! plugin (or one of its paths) that keeps faulting is quarantined.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::sync::Semaphore;
-use wasmtime::component::ResourceTable;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmtime::component::ResourceTableError;
 use wasmtime::{Store, Trap, UpdateDeadline};
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::EPOCH_TICK;
 use super::bindings::{Guest, PluginInfo, PluginPre};
+use super::handles::HandleBudget;
 use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
-use super::output::PluginOutput;
 use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
     ResourceEntry, TemplateEntry,
 };
-use crate::policy::Policy;
-use crate::policy::limits::{Exceeded, StoreLimiter};
-use crate::policy::network::HttpPolicy;
-
-/// The host state of one plugin instance.
-pub struct PluginState {
-    wasi: WasiCtx,
-    http: WasiHttpCtx,
-    http_policy: HttpPolicy,
-    table: ResourceTable,
-    limiter: StoreLimiter,
-}
-
-impl WasiView for PluginState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl WasiHttpView for PluginState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.http_policy,
-        }
-    }
-}
+use crate::policy::limits::Exceeded;
+use crate::policy::{Policy, Sandbox};
 
 /// A plugin ready to serve calls.
 pub struct WasmPlugin {
+    shared: Arc<Shared>,
+}
+
+/// What every call of a plugin needs, shared with the threads that run calls
+/// of a plugin with file grants.
+struct Shared {
     name: Arc<str>,
-    pre: PluginPre<PluginState>,
+    pre: PluginPre<Sandbox>,
     policy: Policy,
     config: Vec<(String, String)>,
-    call_slots: Semaphore,
+    call_slots: Arc<Semaphore>,
+    handles: HandleBudget,
     health: Health,
+    /// Whether a call may block its thread in a file operation (the plugin
+    /// has file grants): its calls then run on a thread of their own.
+    may_block: bool,
 }
 
 type CallResult<T> = wasmtime::Result<Result<T, super::bindings::resmux::provider::types::Error>>;
 
+/// What a call needs held until its instance is gone: its call slot and its
+/// share of the descriptor budget.
+type Held = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
 impl WasmPlugin {
     pub(super) fn new(
         name: Arc<str>,
-        pre: PluginPre<PluginState>,
+        pre: PluginPre<Sandbox>,
         policy: Policy,
         config: Vec<(String, String)>,
+        handles: HandleBudget,
     ) -> Self {
-        let call_slots = Semaphore::new(policy.limits.concurrent_calls as usize);
+        let call_slots = Arc::new(Semaphore::new(policy.limits.concurrent_calls as usize));
+        let may_block = policy.may_block();
         Self {
-            name,
-            pre,
-            policy,
-            config,
-            call_slots,
-            health: Health::default(),
+            shared: Arc::new(Shared {
+                name,
+                pre,
+                policy,
+                config,
+                call_slots,
+                handles,
+                health: Health::default(),
+                may_block,
+            }),
         }
     }
 
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        &self.shared.policy
     }
 
     /// What the plugin says about itself.
     pub async fn about(&self) -> Result<PluginInfo, ProviderError> {
-        self.run("about", false, async |store, guest| {
+        self.run("about", false, None, async |store, guest| {
             guest.call_about(store).await.map(Ok)
         })
         .await
@@ -99,40 +88,140 @@ impl WasmPlugin {
 
     /// Starts an instance and runs `init`, to prove the plugin can serve.
     pub async fn start(&self) -> Result<(), ProviderError> {
-        self.run("init", true, async |_, _| Ok(Ok(()))).await
+        self.run("init", true, None, async |_, _| Ok(Ok(()))).await
     }
 
-    fn new_store(&self) -> Result<Store<PluginState>, ProviderError> {
-        let mut wasi = WasiCtxBuilder::new();
-        // File operations run on the calling thread instead of tokio's blocking
-        // pool: a 1 KiB read through the files plugin drops from about 370 us
-        // to about 50 us (benches/read_path.rs). Each is one short syscall on
-        // a granted local path, and the call's time limit still applies.
-        wasi.allow_blocking_current_thread(true)
-            .stdout(PluginOutput::stdout(self.name.clone()))
-            .stderr(PluginOutput::stderr(self.name.clone()));
-        self.policy
-            .configure(&self.name, &mut wasi)
-            .map_err(|error| {
-                ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
-            })?;
-        let mut store = Store::new(
-            self.pre.engine(),
-            PluginState {
-                wasi: wasi.build(),
-                http: WasiHttpCtx::new(),
-                http_policy: HttpPolicy::new(self.name.clone(), self.policy.network.clone()),
-                table: ResourceTable::new(),
-                limiter: self.policy.limits.limiter(EPOCH_TICK),
-            },
-        );
-        store.limiter(|state| &mut state.limiter);
+    /// Runs one call on a fresh instance, `init` first when `init` is set:
+    /// refused at once while the plugin (or, for a call about one `path`,
+    /// that path) is quarantined, queued while all its call slots are taken
+    /// or the host's descriptor budget is spent, and bounded by its time
+    /// limit throughout. A call that may block in a file operation runs on a
+    /// thread of its own, so that a FIFO or a hung mount holds only that
+    /// thread (and the call's slot) while the call fails at its time limit.
+    async fn run<T, F>(
+        &self,
+        operation: &'static str,
+        init: bool,
+        path: Option<&str>,
+        call: F,
+    ) -> Result<T, ProviderError>
+    where
+        T: Send + 'static,
+        F: AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T> + Send + 'static,
+    {
+        let shared = &self.shared;
+        let quarantined = [None, path].into_iter().find_map(|record| {
+            let left = shared.health.quarantine_left(record)?;
+            Some((record, left))
+        });
+        if let Some((record, left)) = quarantined {
+            let what = match record {
+                Some(path) => format!("path {path:?} of plugin {}", shared.name),
+                None => format!("plugin {}", shared.name),
+            };
+            return Err(ProviderError::Unavailable(format!(
+                "{what} is quarantined for another {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
+                left.as_millis()
+            )));
+        }
+        let timeout = shared.policy.limits.timeout();
+        let started = Instant::now();
+        let held = match tokio::time::timeout(timeout, shared.hold()).await {
+            Ok(held) => held?,
+            Err(_) => {
+                return Err(ProviderError::Unavailable(format!(
+                    "plugin {} is busy: its {} call slots (or the host's descriptor budget) stayed taken for {} ms",
+                    shared.name,
+                    shared.policy.limits.concurrent_calls,
+                    timeout.as_millis()
+                )));
+            }
+        };
+        let left = timeout.saturating_sub(started.elapsed());
+        let outcome = if shared.may_block {
+            let runner = shared.clone();
+            let runtime = tokio::runtime::Handle::current();
+            let thread = tokio::task::spawn_blocking(move || {
+                let _held = held;
+                runtime.block_on(async {
+                    tokio::time::timeout(left, runner.call_fresh(operation, init, call)).await
+                })
+            });
+            match tokio::time::timeout(left + THREAD_GRACE, thread).await {
+                Ok(Ok(Ok(outcome))) => outcome,
+                Ok(Ok(Err(_))) | Err(_) => Err(shared.timed_out(operation)),
+                Ok(Err(failure)) => Err(ProviderError::Fault(format!(
+                    "plugin {} failed in {operation}: its thread ended: {failure}",
+                    shared.name
+                ))),
+            }
+        } else {
+            let _held = held;
+            tokio::time::timeout(left, shared.call_fresh(operation, init, call))
+                .await
+                .unwrap_or_else(|_| Err(shared.timed_out(operation)))
+        };
+        match &outcome {
+            Err(ProviderError::Fault(message)) => {
+                tracing::warn!(plugin = %shared.name, operation, "{message}");
+                if let Some(backoff) = shared.health.record_fault(path) {
+                    tracing::error!(
+                        plugin = %shared.name,
+                        path,
+                        "quarantined for {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
+                        backoff.as_millis()
+                    );
+                }
+            }
+            _ => shared.health.record_success(path),
+        }
+        outcome
+    }
+}
+
+/// How long a call's own thread may overrun its time limit before the
+/// caller gives up on it; the call's own timer normally ends it first.
+const THREAD_GRACE: Duration = Duration::from_millis(100);
+
+impl Shared {
+    /// Takes a call slot and the instance's share of the descriptor budget.
+    async fn hold(&self) -> Result<Held, ProviderError> {
+        let slot = self
+            .call_slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the call semaphore is never closed");
+        let max_handles = self.policy.limits.max_handles;
+        let handles = self.handles.reserve(max_handles).await.ok_or_else(|| {
+            ProviderError::Unavailable(format!(
+                "plugin {}: its max_handles of {max_handles} exceeds the host's descriptor budget of {}",
+                self.name,
+                self.handles.total()
+            ))
+        })?;
+        Ok((slot, handles))
+    }
+
+    fn timed_out(&self, operation: &str) -> ProviderError {
+        ProviderError::Fault(format!(
+            "plugin {} exceeded its time limit of {} ms in {operation}",
+            self.name, self.policy.limits.timeout_ms
+        ))
+    }
+
+    fn new_store(&self) -> Result<Store<Sandbox>, ProviderError> {
+        let sandbox = self.policy.sandbox(&self.name).map_err(|error| {
+            ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
+        })?;
+        let mut store = Store::new(self.pre.engine(), sandbox);
+        store.limiter(|sandbox| sandbox.limiter());
         // The deadline falls due only while the plugin's code runs: each tick
         // there is charged to its CPU budget, then the call yields so the
         // runtime stays responsive and the wall-clock limit can act.
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|mut context| {
-            if context.data_mut().limiter.tick() {
+            if context.data_mut().limiter().tick() {
                 Ok(UpdateDeadline::Yield(1))
             } else {
                 Err(wasmtime::Error::msg("CPU time limit reached"))
@@ -141,64 +230,11 @@ impl WasmPlugin {
         Ok(store)
     }
 
-    /// Runs one call on a fresh instance, `init` first when `init` is set:
-    /// refused at once while the plugin is quarantined, queued while all its
-    /// call slots are taken, and bounded by its time limit throughout.
-    async fn run<T>(
-        &self,
-        operation: &'static str,
-        init: bool,
-        call: impl AsyncFnOnce(&mut Store<PluginState>, &Guest) -> CallResult<T>,
-    ) -> Result<T, ProviderError> {
-        if let Some(left) = self.health.quarantine_left() {
-            return Err(ProviderError::Unavailable(format!(
-                "plugin {} is quarantined for another {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
-                self.name,
-                left.as_millis()
-            )));
-        }
-        let timeout = self.policy.limits.timeout();
-        let started = Instant::now();
-        let Ok(slot) = tokio::time::timeout(timeout, self.call_slots.acquire()).await else {
-            return Err(ProviderError::Unavailable(format!(
-                "plugin {} is busy: its {} call slots stayed taken for {} ms",
-                self.name,
-                self.policy.limits.concurrent_calls,
-                timeout.as_millis()
-            )));
-        };
-        let _slot = slot.expect("the call semaphore is never closed");
-        let left = timeout.saturating_sub(started.elapsed());
-        let outcome = tokio::time::timeout(left, self.call_fresh(operation, init, call))
-            .await
-            .unwrap_or_else(|_| {
-                Err(ProviderError::Fault(format!(
-                    "plugin {} exceeded its time limit of {} ms in {operation}",
-                    self.name,
-                    timeout.as_millis()
-                )))
-            });
-        match &outcome {
-            Err(ProviderError::Fault(message)) => {
-                tracing::warn!(plugin = %self.name, operation, "{message}");
-                if let Some(backoff) = self.health.record_fault() {
-                    tracing::error!(
-                        plugin = %self.name,
-                        "plugin quarantined for {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
-                        backoff.as_millis()
-                    );
-                }
-            }
-            _ => self.health.record_success(),
-        }
-        outcome
-    }
-
     async fn call_fresh<T>(
         &self,
         operation: &'static str,
         init: bool,
-        call: impl AsyncFnOnce(&mut Store<PluginState>, &Guest) -> CallResult<T>,
+        call: impl AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T>,
     ) -> Result<T, ProviderError> {
         let mut store = self.new_store()?;
         let plugin = match self.pre.instantiate_async(&mut store).await {
@@ -229,11 +265,15 @@ impl WasmPlugin {
     fn fault(
         &self,
         operation: &str,
-        store: &Store<PluginState>,
+        store: &Store<Sandbox>,
         error: wasmtime::Error,
     ) -> ProviderError {
         let limits = &self.policy.limits;
-        let message = match store.data().limiter.exceeded() {
+        let table_full = matches!(
+            error.downcast_ref::<ResourceTableError>(),
+            Some(ResourceTableError::Full)
+        );
+        let message = match store.data().limits_reached().exceeded() {
             Some(Exceeded::Memory) => format!(
                 "plugin {} exceeded its memory limit of {} MiB in {operation}",
                 self.name, limits.memory_mib
@@ -245,6 +285,10 @@ impl WasmPlugin {
             Some(Exceeded::Cpu) => format!(
                 "plugin {} exceeded its CPU time limit of {} ms in {operation}",
                 self.name, limits.cpu_ms
+            ),
+            None if table_full => format!(
+                "plugin {} exceeded its limit of {} handles (open files, sockets, streams, HTTP fields) in {operation}",
+                self.name, limits.max_handles
             ),
             None => match error.downcast_ref::<Trap>() {
                 Some(Trap::StackOverflow) => format!(
@@ -262,7 +306,7 @@ impl WasmPlugin {
 #[async_trait]
 impl Provider for WasmPlugin {
     async fn list(&self, cursor: Option<String>) -> Result<Page<ResourceEntry>, ProviderError> {
-        self.run("list", true, async |store, guest| {
+        self.run("list", true, None, async move |store, guest| {
             guest.call_list(store, cursor.as_deref()).await
         })
         .await
@@ -273,7 +317,7 @@ impl Provider for WasmPlugin {
         &self,
         cursor: Option<String>,
     ) -> Result<Page<TemplateEntry>, ProviderError> {
-        self.run("templates", true, async |store, guest| {
+        self.run("templates", true, None, async move |store, guest| {
             guest.call_templates(store, cursor.as_deref()).await
         })
         .await
@@ -281,16 +325,18 @@ impl Provider for WasmPlugin {
     }
 
     async fn read(&self, path: &str) -> Result<ReadResult, ProviderError> {
-        self.run("read", true, async |store, guest| {
-            guest.call_read(store, path).await
+        let owned = path.to_owned();
+        self.run("read", true, Some(path), async move |store, guest| {
+            guest.call_read(store, &owned).await
         })
         .await
         .map(Into::into)
     }
 
     async fn complete(&self, request: CompletionRequest) -> Result<Completion, ProviderError> {
+        let key = format!("{} {}", request.path_template, request.argument);
         let request = request.into();
-        self.run("complete", true, async |store, guest| {
+        self.run("complete", true, Some(&key), async move |store, guest| {
             guest.call_complete(store, &request).await
         })
         .await
@@ -298,7 +344,7 @@ impl Provider for WasmPlugin {
     }
 
     async fn changes(&self, since: Option<String>) -> Result<ChangeReport, ProviderError> {
-        self.run("changes", true, async |store, guest| {
+        self.run("changes", true, None, async move |store, guest| {
             guest.call_changes(store, since.as_deref()).await
         })
         .await

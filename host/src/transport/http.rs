@@ -5,24 +5,40 @@
 //! origin, or it gets 403: a web page cannot reach a local resmux through DNS
 //! rebinding. With an access list, every request must carry the bearer token
 //! of a listed client (or get 401 and a `WWW-Authenticate` challenge), and is
-//! handed on as that client. SIGINT and SIGTERM stop it gracefully.
+//! handed on as that client; a legacy session belongs to the client that
+//! opened it ([`super::sessions`]). A client must send its request headers
+//! within [`HEADER_TIMEOUT`], and at most `max_connections` connections are
+//! open at once (more are closed as they arrive). SIGINT and SIGTERM stop it
+//! gracefully.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::serve::ListenerExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::AccessList;
+use super::sessions::{MAX_SESSIONS_PER_CLIENT, SessionOwners};
+use crate::access::{AccessList, Client};
 use crate::protocol::ResmuxServer;
+
+/// How long a client may take to send a request's headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a graceful stop waits for requests in flight.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Where and for whom to serve HTTP.
 #[derive(Debug, Clone)]
@@ -34,6 +50,14 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The clients allowed in; without it, anyone who reaches the address.
     pub access: Option<Arc<AccessList>>,
+    /// Connections open at once; more are closed as they arrive.
+    pub max_connections: usize,
+}
+
+/// What the authenticating layer needs.
+struct Gate {
+    access: Arc<AccessList>,
+    sessions: SessionOwners,
 }
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -61,45 +85,92 @@ pub async fn serve_http(server: ResmuxServer, options: HttpOptions) -> Result<()
         .with_allowed_origins(origins)
         .enforce_origin_validation();
     config.cancellation_token = shutdown.child_token();
-    let service = StreamableHttpService::new(
-        move || Ok(server.for_session()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let sessions = Arc::new(LocalSessionManager::default());
+    let service =
+        StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
     let mut router = axum::Router::new().nest_service("/mcp", service);
     if let Some(access) = options.access {
-        router = router.layer(axum::middleware::from_fn_with_state(access, authenticate));
+        let gate = Arc::new(Gate {
+            access,
+            sessions: SessionOwners::new(sessions),
+        });
+        router = router.layer(axum::middleware::from_fn_with_state(gate, authenticate));
     }
-    let listener = tokio::net::TcpListener::bind(options.address)
+    let listener = TcpListener::bind(options.address)
         .await
         .with_context(|| format!("cannot listen on {}", options.address))?;
     let stop = stop_signal()?;
     let bound = listener.local_addr()?;
-    // Answers are small and go out at once: without this, Nagle's algorithm
-    // meets the client's delayed acknowledgement and adds 40 ms to a reply.
-    let listener = listener.tap_io(|stream| {
+    tracing::info!("serving MCP over Streamable HTTP at http://{bound}/mcp");
+    let open = accept(listener, router, options.max_connections, stop).await;
+    tracing::info!("stopping: finishing requests in flight");
+    shutdown.cancel();
+    if tokio::time::timeout(DRAIN_TIMEOUT, open.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "stopped with requests still in flight after {} s",
+            DRAIN_TIMEOUT.as_secs()
+        );
+    }
+    Ok(())
+}
+
+/// Serves connections from `listener` until `stop`; returns the connections
+/// still open.
+async fn accept(
+    listener: TcpListener,
+    router: axum::Router,
+    max_connections: usize,
+    stop: impl std::future::Future<Output = ()>,
+) -> GracefulShutdown {
+    let service = TowerToHyperService::new(router);
+    let open = Arc::new(Semaphore::new(max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    tokio::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!("cannot accept a connection: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        let Ok(slot) = open.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "closed a connection: {max_connections} connections are open, the most allowed");
+            continue;
+        };
+        // Answers are small and go out at once: without this, Nagle's
+        // algorithm meets the client's delayed acknowledgement and adds 40 ms
+        // to a reply.
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY: {error}");
         }
-    });
-    tracing::info!("serving MCP over Streamable HTTP at http://{bound}/mcp");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            stop.await;
-            tracing::info!("stopping: finishing requests in flight");
-            shutdown.cancel();
-        })
-        .await
-        .context("the HTTP server failed")
+        let connection = http.serve_connection(TokioIo::new(stream), service.clone());
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%peer, "connection ended: {error}");
+            }
+            drop(slot);
+        });
+    }
+    graceful
 }
 
 /// Lets a request in as the client whose bearer token it carries, or answers
-/// 401 with a challenge (RFC 6750) naming what was wrong.
-async fn authenticate(
-    State(access): State<Arc<AccessList>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// 401 with a challenge (RFC 6750) naming what was wrong. A request on a
+/// session another client opened is answered 404, as for a session that does
+/// not exist.
+async fn authenticate(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -111,19 +182,57 @@ async fn authenticate(
     let Some(token) = presented else {
         return unauthorized("Bearer realm=\"resmux\"", "a bearer token is required");
     };
-    match access.client(token) {
-        Some(client) => {
-            request.extensions_mut().insert(client.clone());
-            next.run(request).await
-        }
-        None => {
-            tracing::warn!("refused a request with an unknown bearer token");
-            unauthorized(
-                "Bearer realm=\"resmux\", error=\"invalid_token\", error_description=\"the token is not valid\"",
-                "the bearer token is not valid",
-            )
-        }
+    let Some(client) = gate.access.client(token).cloned() else {
+        tracing::warn!("refused a request with an unknown bearer token");
+        return unauthorized(
+            "Bearer realm=\"resmux\", error=\"invalid_token\", error_description=\"the token is not valid\"",
+            "the bearer token is not valid",
+        );
+    };
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session
+        && !gate.sessions.may_use(id, &client.name)
+    {
+        tracing::warn!(client = %client.name, "refused a request on a session another client opened");
+        return (StatusCode::NOT_FOUND, "session not found").into_response();
     }
+    let closing = request.method() == axum::http::Method::DELETE;
+    request.extensions_mut().insert(client.clone());
+    let response = next.run(request).await;
+    match session {
+        Some(id) if closing && response.status().is_success() => gate.sessions.unbind(&id),
+        Some(_) => {}
+        None => return bind_new_session(&gate, &client, response).await,
+    }
+    response
+}
+
+/// Binds the session a response opened (if it opened one) to `client`, or
+/// answers 429 when the client holds its most sessions already.
+async fn bind_new_session(gate: &Gate, client: &Client, response: Response) -> Response {
+    let Some(id) = response
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return response;
+    };
+    if gate.sessions.bind(id, &client.name).await {
+        return response;
+    }
+    tracing::warn!(client = %client.name, "refused a session: the client holds {MAX_SESSIONS_PER_CLIENT} already");
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        format!(
+            "client {} holds {MAX_SESSIONS_PER_CLIENT} sessions, the most allowed; close one first",
+            client.name
+        ),
+    )
+        .into_response()
 }
 
 fn unauthorized(challenge: &'static str, message: &'static str) -> Response {

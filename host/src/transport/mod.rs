@@ -3,8 +3,9 @@
 //! that belong to the wire (`Host`, `Origin`) live here.
 
 mod http;
+mod sessions;
 
-pub use http::{HttpOptions, serve_http};
+pub use http::{HEADER_TIMEOUT, HttpOptions, serve_http};
 
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;

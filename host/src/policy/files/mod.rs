@@ -8,17 +8,114 @@
 //! preopened handle, so `..`, absolute paths and symlinks cannot reach beyond
 //! it. A single file is shown through a private directory that holds only that
 //! file (see [`single`]).
+//!
+//! A grant is resolved once, when the plugin loads, into an open directory
+//! handle. Every instance is given that same directory through the handle
+//! (`/proc/self/fd/N` names the open descriptor, not a path), so nothing a
+//! plugin or a local user does on disk afterwards (renaming the directory,
+//! putting a symlink in its place) changes what the grant points at.
 
 mod single;
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
 use serde::Deserialize;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use single::SingleFile;
+
+use super::{Capability, Ceiling, Grant, SandboxBuilder};
+
+/// The `[[files]]` entries of a manifest.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub struct FilesSection(pub Vec<FileGrant>);
+
+impl Capability for FilesSection {
+    fn section(&self) -> &'static str {
+        "files"
+    }
+
+    fn check(&self, ceiling: &Ceiling, manifest_dir: &Path) -> Result<()> {
+        for grant in &self.0 {
+            let host = manifest_dir.join(&grant.host);
+            let host = host
+                .canonicalize()
+                .with_context(|| format!("granted path {} cannot be opened", host.display()))?;
+            let (allowed, what) = match grant.access {
+                Access::ReadOnly => (&ceiling.directories, "grant"),
+                Access::ReadWrite => (&ceiling.writable, "read-write grant"),
+            };
+            if !allowed.iter().any(|allowed| host.starts_with(allowed)) {
+                bail!("the operator policy allows no {what} of {}", host.display());
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve(&self, manifest_dir: &Path) -> Result<Arc<dyn Grant>> {
+        let grants: Vec<FileGrant> = self
+            .0
+            .iter()
+            .map(|grant| grant.clone().resolve(manifest_dir))
+            .collect::<Result<_>>()?;
+        check_distinct(&grants)?;
+        Ok(Arc::new(FileGrants(grants)))
+    }
+}
+
+/// A plugin's resolved file grants.
+struct FileGrants(Vec<FileGrant>);
+
+impl Grant for FileGrants {
+    fn prepare(&self, _: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()> {
+        for grant in &self.0 {
+            grant.configure(&mut sandbox.wasi)?;
+        }
+        Ok(())
+    }
+
+    fn may_block(&self) -> bool {
+        !self.0.is_empty()
+    }
+
+    fn watched_paths(&self) -> Vec<PathBuf> {
+        self.0.iter().map(|grant| grant.host.clone()).collect()
+    }
+
+    fn describe(&self) -> (&'static str, Vec<String>) {
+        let lines = self
+            .0
+            .iter()
+            .map(|grant| {
+                format!(
+                    "{} {} -> {} ({:?})",
+                    if grant.is_file() { "file" } else { "directory" },
+                    grant.host.display(),
+                    grant.guest,
+                    grant.access
+                )
+            })
+            .collect();
+        ("files", lines)
+    }
+
+    fn import_status(&self, interface: &str) -> Option<String> {
+        let status = match interface {
+            "wasi:filesystem/preopens" | "wasi:filesystem/types" if self.0.is_empty() => {
+                "linked; no directory granted"
+            }
+            "wasi:filesystem/preopens" | "wasi:filesystem/types" => "granted paths only",
+            _ => return None,
+        };
+        Some(status.into())
+    }
+}
 
 /// How a plugin may use a granted directory or file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -42,15 +139,24 @@ pub struct FileGrant {
     /// What the plugin may do there.
     #[serde(default)]
     pub access: Access,
-    /// For a single file, the private directory that shows it.
+    /// What the grant was resolved to when the plugin loaded.
     #[serde(skip)]
-    single: Option<Arc<SingleFile>>,
+    held: Option<Held>,
+}
+
+/// The open handle a resolved grant keeps.
+#[derive(Debug, Clone)]
+enum Held {
+    /// A granted directory, opened once.
+    Directory(Arc<Dir>),
+    /// A granted file, shown through its private directory.
+    File(Arc<SingleFile>),
 }
 
 impl FileGrant {
-    /// Makes the host path absolute and checks that it exists; a single file
-    /// gets its private directory.
-    pub fn resolve(self, manifest_dir: &Path) -> Result<Self> {
+    /// Makes the host path absolute, checks that it exists and opens it; a
+    /// single file gets its private directory.
+    fn resolve(self, manifest_dir: &Path) -> Result<Self> {
         let joined = manifest_dir.join(&self.host);
         let host = joined
             .canonicalize()
@@ -62,10 +168,12 @@ impl FileGrant {
                 host.display()
             );
         }
-        let single = if host.is_dir() {
-            None
+        let held = if host.is_dir() {
+            let dir = Dir::open_ambient_dir(&host, ambient_authority())
+                .with_context(|| format!("cannot open granted directory {}", host.display()))?;
+            Held::Directory(Arc::new(dir))
         } else if host.is_file() {
-            Some(Arc::new(
+            Held::File(Arc::new(
                 SingleFile::stage(&host, &self.guest, self.access)
                     .with_context(|| format!("cannot grant file {}", host.display()))?,
             ))
@@ -77,47 +185,54 @@ impl FileGrant {
         };
         Ok(Self {
             host,
-            single,
+            held: Some(held),
             ..self
         })
     }
 
     /// Whether this grants one file rather than a directory.
-    pub fn is_file(&self) -> bool {
-        self.single.is_some()
+    fn is_file(&self) -> bool {
+        matches!(self.held, Some(Held::File(_)))
     }
 
     /// The guest directory this grant is preopened at.
-    pub fn preopen_path(&self) -> &str {
-        match &self.single {
-            Some(single) => single.guest_dir(),
-            None => &self.guest,
+    fn preopen_path(&self) -> &str {
+        match &self.held {
+            Some(Held::File(single)) => single.guest_dir(),
+            _ => &self.guest,
         }
     }
 
-    /// Preopens the directory, or the file's private directory, in a new
-    /// instance's WASI context.
-    pub fn configure(&self, wasi: &mut WasiCtxBuilder) -> Result<()> {
+    /// Preopens the held directory, or the file's private directory, in a
+    /// new instance's WASI context.
+    fn configure(&self, wasi: &mut WasiCtxBuilder) -> Result<()> {
         let perms = match self.access {
             Access::ReadOnly => FsPerms::ReadOnly,
             Access::ReadWrite => FsPerms::ReadWrite,
         };
-        let host_dir = match &self.single {
-            Some(single) => single
+        let dir = match &self.held {
+            Some(Held::Directory(dir)) => dir.as_ref(),
+            Some(Held::File(single)) => single
                 .refresh()
                 .with_context(|| format!("cannot show granted file {}", self.host.display()))?,
-            None => &self.host,
+            None => bail!("grant of {} was never resolved", self.host.display()),
         };
-        wasi.preopened_dir(host_dir, self.preopen_path(), perms)
+        wasi.preopened_dir(held_path(dir), self.preopen_path(), perms)
             .map_err(anyhow::Error::from)
             .with_context(|| format!("cannot open granted path {}", self.host.display()))?;
         Ok(())
     }
 }
 
+/// The name of an open directory's own descriptor: opening it gives that
+/// directory whatever has happened to its path since.
+fn held_path(dir: &Dir) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+}
+
 /// Refuses grants that would be preopened at one guest directory: the plugin
 /// would see only one of them.
-pub fn check_distinct(grants: &[FileGrant]) -> Result<()> {
+fn check_distinct(grants: &[FileGrant]) -> Result<()> {
     for (index, grant) in grants.iter().enumerate() {
         let path = grant.preopen_path().trim_end_matches('/');
         if let Some(other) = grants[..index]

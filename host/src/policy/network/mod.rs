@@ -3,8 +3,8 @@
 //!
 //! - `http`/`https` entries allow outgoing `wasi:http` requests ([`HttpPolicy`]),
 //!   which resmux resolves, vets and connects itself.
-//! - `tcp`/`udp` entries allow `wasi:sockets` connections and datagrams; name
-//!   lookup is switched on only when such an entry exists.
+//! - `tcp`/`udp` entries allow `wasi:sockets` connections and datagrams, and
+//!   lookups of the host names they name ([`lookup`]), and of no other name.
 //!
 //! HTTP entries never open sockets and socket entries never allow HTTP. An
 //! address that is not public (loopback, private, link-local, ...) is refused
@@ -14,17 +14,24 @@
 mod address;
 mod endpoint;
 mod http;
+mod lookup;
+mod unlinked;
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 use std::sync::Arc;
 
+use anyhow::{Result, bail};
 use serde::Deserialize;
-use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime::component::{Component, Linker};
 use wasmtime_wasi::sockets::SocketAddrUse;
+
+use super::{Capability, Ceiling, Grant, Sandbox, SandboxBuilder};
 
 pub use address::is_public;
 pub use endpoint::{Endpoint, Host, Protocol};
 pub use http::HttpPolicy;
+pub use lookup::{GrantedNames, LookupView, link as link_lookup};
 
 /// The `[network]` section of a manifest.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -40,21 +47,25 @@ impl NetworkGrant {
         &self.allow
     }
 
+    /// Whether any entry allows `wasi:http` requests: only then is
+    /// `wasi:http` linked for the plugin.
+    fn grants_http(&self) -> bool {
+        self.grants(Protocol::Http) || self.grants(Protocol::Https)
+    }
+
     fn grants(&self, protocol: Protocol) -> bool {
         self.allow.iter().any(|entry| entry.protocol == protocol)
     }
 
-    /// Applies the socket half of the grant to a new instance's WASI context;
-    /// refusals are logged under `plugin`.
-    pub fn configure(&self, plugin: &Arc<str>, wasi: &mut WasiCtxBuilder) {
+    /// Applies the socket half of the grant to a new instance: refusals are
+    /// logged under `plugin`.
+    fn configure_sockets(&self, plugin: &Arc<str>, sandbox: &mut SandboxBuilder) {
         let tcp = self.grants(Protocol::Tcp);
         let udp = self.grants(Protocol::Udp);
-        wasi.allow_tcp(tcp)
-            .allow_udp(udp)
-            .allow_ip_name_lookup(tcp || udp);
+        sandbox.wasi.allow_tcp(tcp).allow_udp(udp);
         let grant = self.clone();
         let plugin = plugin.clone();
-        wasi.socket_addr_check(move |address, usage| {
+        sandbox.wasi.socket_addr_check(move |address, usage| {
             let grant = grant.clone();
             let plugin = plugin.clone();
             Box::pin(async move {
@@ -99,6 +110,100 @@ impl NetworkGrant {
         false
     }
 }
+
+impl Capability for NetworkGrant {
+    fn section(&self) -> &'static str {
+        "network"
+    }
+
+    fn check(&self, ceiling: &Ceiling, _: &Path) -> Result<()> {
+        for entry in self.entries() {
+            if !ceiling.network.iter().any(|allowed| allowed.covers(entry)) {
+                bail!("the operator policy allows no network grant of {entry}");
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve(&self, _: &Path) -> Result<Arc<dyn Grant>> {
+        Ok(Arc::new(ResolvedNetwork {
+            names: GrantedNames::of(self),
+            grant: self.clone(),
+        }))
+    }
+}
+
+/// A plugin's network grant, with the names it may look up.
+struct ResolvedNetwork {
+    grant: NetworkGrant,
+    names: GrantedNames,
+}
+
+impl Grant for ResolvedNetwork {
+    fn link(&self, linker: &mut Linker<Sandbox>, component: &Component) -> Result<()> {
+        if self.grant.grants_http() {
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
+        } else {
+            unlinked::stub_http(linker, component)?;
+        }
+        Ok(())
+    }
+
+    fn prepare(&self, plugin: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()> {
+        self.grant.configure_sockets(plugin, sandbox);
+        sandbox.http.set_field_size_limit(HTTP_FIELDS_BYTES);
+        sandbox.http_policy = HttpPolicy::new(plugin.clone(), self.grant.clone());
+        sandbox.names = self.names.clone();
+        Ok(())
+    }
+
+    fn describe(&self) -> (&'static str, Vec<String>) {
+        let lines = self
+            .grant
+            .entries()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        ("network", lines)
+    }
+
+    fn import_status(&self, interface: &str) -> Option<String> {
+        let sockets = self.grant.grants(Protocol::Tcp) || self.grant.grants(Protocol::Udp);
+        let status = match interface {
+            "wasi:http/outgoing-handler" | "wasi:http/types" if !self.grant.grants_http() => {
+                "not linked; every call traps (no http or https entry)".into()
+            }
+            "wasi:http/outgoing-handler" => "allowlisted http and https requests only".into(),
+            "wasi:sockets/ip-name-lookup" if self.names.describe().is_empty() => {
+                "resmux's own; no name resolves (no tcp or udp entry names a host)".into()
+            }
+            "wasi:sockets/ip-name-lookup" => {
+                format!("resmux's own; only {}", self.names.describe().join(", "))
+            }
+            "wasi:sockets/network"
+            | "wasi:sockets/instance-network"
+            | "wasi:sockets/tcp"
+            | "wasi:sockets/tcp-create-socket"
+            | "wasi:sockets/udp"
+            | "wasi:sockets/udp-create-socket"
+                if !sockets =>
+            {
+                "linked; every use denied (no tcp or udp entry)".into()
+            }
+            "wasi:sockets/network"
+            | "wasi:sockets/instance-network"
+            | "wasi:sockets/tcp"
+            | "wasi:sockets/tcp-create-socket"
+            | "wasi:sockets/udp"
+            | "wasi:sockets/udp-create-socket" => "allowlisted tcp and udp peers only".into(),
+            _ => return None,
+        };
+        Some(status)
+    }
+}
+
+/// Bytes of the header fields one `wasi:http` fields resource may hold.
+const HTTP_FIELDS_BYTES: usize = 64 * 1024;
 
 fn is_implicit_bind(address: SocketAddr) -> bool {
     address.ip().is_unspecified() && address.port() == 0

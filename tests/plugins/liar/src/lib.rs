@@ -3,10 +3,11 @@
 //! another plugin's scheme, malformed MIME types or no contents at all, and
 //! prints to stdout and stderr, fetches URLs (following redirects), opens TCP
 //! connections, resolves names, reaches for files and environment variables
-//! it may not have, floods its output, spins, sleeps, hoards memory, recurses
-//! without end and panics. The host must pass on only what is valid, keep what
-//! it prints out of the protocol stream, and let it reach only what it was
-//! granted.
+//! it may not have, floods its output, spins (in reads, or in every listing
+//! when configured so), sleeps, hoards memory and open files, returns
+//! endless error text, recurses without end and panics. The host must pass
+//! on only what is valid, keep what it prints out of the protocol stream, and
+//! let it reach only what it was granted.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -26,6 +27,8 @@ static FETCH_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// Where `liar://connect` opens a TCP connection and what `liar://lookup`
 /// resolves: config key `connect`, `host:port`.
 static CONNECT_TO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// Whether listing spins for ever: config key `list` set to `spin`.
+static SPIN_LIST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 impl Guest for Liar {
     fn about() -> PluginInfo {
@@ -41,6 +44,7 @@ impl Guest for Liar {
             match key.as_str() {
                 "fetch" => drop(FETCH_URL.set(value)),
                 "connect" => drop(CONNECT_TO.set(value)),
+                "list" => drop(SPIN_LIST.set(value == "spin")),
                 _ => {}
             }
         }
@@ -48,6 +52,11 @@ impl Guest for Liar {
     }
 
     fn list(cursor: Option<String>) -> Result<ResourcePage, Error> {
+        if SPIN_LIST.get() == Some(&true) {
+            loop {
+                std::hint::black_box(());
+            }
+        }
         // After the first page, every page is the same and hands back the
         // cursor it was given: a listing that never ends.
         if cursor.is_some() {
@@ -115,6 +124,34 @@ impl Guest for Liar {
         {
             let mut answer = content(&path, "application/octet-stream");
             answer.body = Body::Blob(vec![7; mib << 20]);
+            return Ok(ReadResult {
+                contents: vec![answer],
+                cache: None,
+            });
+        }
+        if let Some(bytes) = path
+            .strip_prefix("long-error/")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            return Err(Error::Internal("e".repeat(bytes)));
+        }
+        if let Some((count, target)) = path
+            .strip_prefix("hoard/")
+            .and_then(|rest| rest.split_once('/'))
+        {
+            // Opens one file again and again and keeps every handle.
+            let count: usize = count.parse().unwrap_or(0);
+            let mut hoard = Vec::new();
+            let mut answer = content(&path, "text/plain");
+            answer.body = Body::Text(loop {
+                if hoard.len() == count {
+                    break format!("held {count} files");
+                }
+                match std::fs::File::open(target) {
+                    Ok(file) => hoard.push(file),
+                    Err(error) => break format!("error after {}: {:?}", hoard.len(), error.kind()),
+                }
+            });
             return Ok(ReadResult {
                 contents: vec![answer],
                 cache: None,
@@ -188,6 +225,17 @@ impl Guest for Liar {
                     eprintln!("{line}");
                 }
                 vec![content("flood", "text/plain")]
+            }
+            "flood-streams" => {
+                // The same flood, each line through a stream handle of its own.
+                let line = format!("{}\n", "y".repeat(1023));
+                for _ in 0..10 * 1024 {
+                    let _ =
+                        wasi::cli::stdout::get_stdout().blocking_write_and_flush(line.as_bytes());
+                    let _ =
+                        wasi::cli::stderr::get_stderr().blocking_write_and_flush(line.as_bytes());
+                }
+                vec![content("flood-streams", "text/plain")]
             }
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_millis(300));

@@ -1,11 +1,13 @@
 //! What a plugin prints: its stdout and stderr become log lines tagged with the
-//! plugin's name, never bytes on the host's own streams. Each stream of each
-//! call logs at most [`MAX_LOGGED`] bytes, so a plugin cannot flood the log;
-//! the rest is counted and dropped.
+//! plugin's name, never bytes on the host's own streams. Each of the two
+//! streams logs at most [`MAX_LOGGED`] bytes per instance, whatever number of
+//! stream handles the plugin asks for, so a plugin cannot flood the log; the
+//! rest is counted, dropped and reported once when the instance ends.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use tokio::io::AsyncWrite;
@@ -13,28 +15,69 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
 /// The longest line logged as one event; longer output is split.
 const MAX_LINE: usize = 4096;
-/// Bytes of one stream of one call that reach the log.
+/// Bytes of one stream of one instance that reach the log.
 pub const MAX_LOGGED: usize = 64 * 1024;
 
-/// One of a plugin's output streams.
+/// One of a plugin instance's output streams, and its budget.
 #[derive(Clone)]
 pub struct PluginOutput {
+    budget: Arc<Budget>,
+}
+
+/// What one stream of one instance may still log, and what it dropped.
+struct Budget {
     plugin: Arc<str>,
     stream: &'static str,
+    logged: AtomicUsize,
+    dropped: AtomicUsize,
 }
 
 impl PluginOutput {
     pub fn stdout(plugin: Arc<str>) -> Self {
-        Self {
-            plugin,
-            stream: "stdout",
-        }
+        Self::new(plugin, "stdout")
     }
 
     pub fn stderr(plugin: Arc<str>) -> Self {
+        Self::new(plugin, "stderr")
+    }
+
+    fn new(plugin: Arc<str>, stream: &'static str) -> Self {
         Self {
-            plugin,
-            stream: "stderr",
+            budget: Arc::new(Budget {
+                plugin,
+                stream,
+                logged: AtomicUsize::new(0),
+                dropped: AtomicUsize::new(0),
+            }),
+        }
+    }
+}
+
+impl Budget {
+    /// Takes up to `wanted` bytes from the budget; returns how many it got.
+    fn take(&self, wanted: usize) -> usize {
+        let mut granted = 0;
+        let _ = self
+            .logged
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |logged| {
+                granted = wanted.min(MAX_LOGGED.saturating_sub(logged));
+                Some(logged + granted)
+            });
+        self.dropped.fetch_add(wanted - granted, Ordering::Relaxed);
+        granted
+    }
+}
+
+impl Drop for Budget {
+    fn drop(&mut self) {
+        let dropped = *self.dropped.get_mut();
+        if dropped > 0 {
+            tracing::warn!(
+                target: "resmux::plugin",
+                plugin = %self.plugin,
+                stream = self.stream,
+                "dropped {dropped} bytes of output past the {MAX_LOGGED}-byte limit of one call"
+            );
         }
     }
 }
@@ -50,8 +93,6 @@ impl StdoutStream for PluginOutput {
         Box::new(LineLogger {
             output: self.clone(),
             pending: Vec::new(),
-            logged: 0,
-            dropped: 0,
         })
     }
 }
@@ -60,8 +101,6 @@ impl StdoutStream for PluginOutput {
 struct LineLogger {
     output: PluginOutput,
     pending: Vec<u8>,
-    logged: usize,
-    dropped: usize,
 }
 
 impl LineLogger {
@@ -70,8 +109,8 @@ impl LineLogger {
         let text = text.trim_end_matches(['\r', '\n']);
         tracing::info!(
             target: "resmux::plugin",
-            plugin = %self.output.plugin,
-            stream = self.output.stream,
+            plugin = %self.output.budget.plugin,
+            stream = self.output.budget.stream,
             "{text}"
         );
     }
@@ -94,10 +133,7 @@ impl AsyncWrite for LineLogger {
         _: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let room = MAX_LOGGED - self.logged;
-        let kept = buf.len().min(room);
-        self.logged += kept;
-        self.dropped += buf.len() - kept;
+        let kept = self.output.budget.take(buf.len());
         self.pending.extend_from_slice(&buf[..kept]);
         self.emit_complete_lines();
         Poll::Ready(Ok(buf.len()))
@@ -117,15 +153,6 @@ impl Drop for LineLogger {
         if !self.pending.is_empty() {
             let rest = std::mem::take(&mut self.pending);
             self.emit(&rest);
-        }
-        if self.dropped > 0 {
-            tracing::warn!(
-                target: "resmux::plugin",
-                plugin = %self.output.plugin,
-                stream = self.output.stream,
-                "dropped {} bytes of output past the {MAX_LOGGED}-byte limit of one call",
-                self.dropped
-            );
         }
     }
 }
