@@ -27,6 +27,17 @@ def tokens_file(tmp_path):
     return tokens
 
 
+def logged(server, text, within=20):
+    """Whether `text` reaches the server's log within `within` seconds (the
+    log is drained by another thread)."""
+    deadline = time.monotonic() + within
+    while not any(text in line for line in server.log):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def post(url, body, token, session=None):
     headers = {**HEADERS, "Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2025-11-25"}
     if session:
@@ -54,7 +65,7 @@ def test_a_session_belongs_to_the_token_that_opened_it(serve, tmp_path):
     status, _, body = post(server.url, READ, ALICE, session)
     assert status == 200
     assert "notes://notes/welcome" in body
-    assert any("refused a request on a session another client opened" in line for line in server.log)
+    assert logged(server, "refused a request on a session another client opened")
 
 
 def raw_connection(url):
@@ -87,7 +98,7 @@ def test_connections_over_the_cap_are_closed_and_the_server_keeps_answering(serv
         answer = b""  # closed before reading the request: a reset
     assert answer == b"", answer
     extra.close()
-    assert any("8 connections are open, the most allowed" in line for line in server.log)
+    assert logged(server, "8 connections are open, the most allowed")
     for connection in held:
         connection.close()
     deadline = time.monotonic() + 20
@@ -125,3 +136,26 @@ def test_one_client_breaking_a_path_locks_out_nobody_else(serve, tmp_path):
     assert 'path \\"spin\\" of plugin liar is quarantined' in read(ALICE, "liar://spin")
     assert "a lie" in read(BOB, "liar://honest")
     assert "a lie" in read(ALICE, "liar://grows")
+
+
+def test_a_client_holds_at_most_64_sessions(serve, tmp_path):
+    server = serve(args=("--tokens", str(tokens_file(tmp_path))))
+    sessions = []
+    for _ in range(64):
+        status, headers, _ = post(server.url, INITIALIZE, ALICE)
+        assert status == 200
+        sessions.append(headers["Mcp-Session-Id"])
+    status, _, body = post(server.url, INITIALIZE, ALICE)
+    assert status == 429, body
+    assert "client alice holds 64 sessions, the most allowed; close one first" in body
+    # Another client is not held back by alice's sessions.
+    assert post(server.url, INITIALIZE, BOB)[0] == 200
+
+    closing = urllib.request.Request(
+        server.url,
+        method="DELETE",
+        headers={"Authorization": f"Bearer {ALICE}", "Mcp-Session-Id": sessions[0]},
+    )
+    with urllib.request.urlopen(closing, timeout=30) as response:
+        assert 200 <= response.status < 300
+    assert post(server.url, INITIALIZE, ALICE)[0] == 200

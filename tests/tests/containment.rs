@@ -483,3 +483,39 @@ async fn a_fresh_output_stream_per_write_buys_no_fresh_budget() {
         &stderr[stderr.len().saturating_sub(2000)..]
     );
 }
+
+#[tokio::test]
+async fn a_page_with_an_endless_cursor_is_passed_over() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[config]\nlist = \"long-cursor\"\n")
+        .plugin("notes", "notes");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let mut uris = Vec::new();
+    let mut params = json!({});
+    loop {
+        let page = server.request("resources/list", params).await.unwrap();
+        for resource in page["result"]["resources"].as_array().unwrap() {
+            uris.push(resource["uri"].as_str().unwrap().to_owned());
+        }
+        match page["result"]["nextCursor"].as_str() {
+            Some(cursor) => {
+                assert!(cursor.len() < 4096, "{} bytes", cursor.len());
+                params = json!({ "cursor": cursor });
+            }
+            None => break,
+        }
+    }
+    assert!(
+        uris.iter().all(|uri| uri.starts_with("notes://")) && !uris.is_empty(),
+        "{uris:?}"
+    );
+    let stderr = server.stop().await.unwrap();
+    assert!(
+        stderr.contains(
+            "listing passed over a plugin whose page is refused: its cursor is 100000 bytes long, over the limit of 65536"
+        ),
+        "{stderr}"
+    );
+}

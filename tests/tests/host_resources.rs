@@ -259,3 +259,51 @@ fn a_poisoned_compile_cache_entry_is_recompiled_never_run() {
         "{shared_key:?}"
     );
 }
+
+/// The process's peak resident memory so far, in bytes.
+fn peak_resident(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().strip_suffix("kB"))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kib * 1024
+}
+
+#[tokio::test]
+async fn one_call_costs_the_host_no_more_memory_than_its_limits_allow() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\nmemory_mib = 64\n")
+        .plugin("notes", "notes");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let before = peak_resident(server.pid());
+    // An answer of 40 MiB (over the 16 MiB read limit, within the memory
+    // limit), then one of 1 GiB (over the memory limit).
+    let huge = server.read("liar://huge/40").await.unwrap();
+    assert!(
+        error_message(&huge).contains("over the limit of 16777216"),
+        "{huge}"
+    );
+    let hog = server.read("liar://hog").await.unwrap();
+    assert!(
+        error_message(&hog).contains("exceeded its memory limit of 64 MiB"),
+        "{hog}"
+    );
+    let grown = peak_resident(server.pid()).saturating_sub(before);
+    // README: 2 x memory_mib + max_handles x 64 KiB + 128 KiB + 3 x max_read_bytes.
+    let bound = (2 * 64 + 256 / 16 + 3 * 16) * 1024 * 1024 + 128 * 1024;
+    assert!(
+        grown <= bound,
+        "the host's peak memory grew by {grown} bytes, over the documented {bound}"
+    );
+    let notes = server.read("notes://notes/welcome").await.unwrap();
+    assert!(
+        notes["result"]["contents"][0]["text"].is_string(),
+        "{notes}"
+    );
+    server.stop().await.unwrap();
+}

@@ -4,7 +4,8 @@
 //! prints to stdout and stderr, fetches URLs (following redirects), opens TCP
 //! connections, resolves names, reaches for files and environment variables
 //! it may not have, floods its output, spins (in reads, or in every listing
-//! when configured so), sleeps, hoards memory and open files, returns
+//! when configured so), hands out endless cursors, sleeps, hoards memory and
+//! open files, returns
 //! endless error text, recurses without end and panics. The host must pass
 //! on only what is valid, keep what it prints out of the protocol stream, and
 //! let it reach only what it was granted.
@@ -27,8 +28,9 @@ static FETCH_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// Where `liar://connect` opens a TCP connection and what `liar://lookup`
 /// resolves: config key `connect`, `host:port`.
 static CONNECT_TO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-/// Whether listing spins for ever: config key `list` set to `spin`.
-static SPIN_LIST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+/// How listing misbehaves: config key `list`, `spin` (for ever) or
+/// `long-cursor` (a 100 000-byte cursor).
+static LIST_MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 impl Guest for Liar {
     fn about() -> PluginInfo {
@@ -44,7 +46,7 @@ impl Guest for Liar {
             match key.as_str() {
                 "fetch" => drop(FETCH_URL.set(value)),
                 "connect" => drop(CONNECT_TO.set(value)),
-                "list" => drop(SPIN_LIST.set(value == "spin")),
+                "list" => drop(LIST_MODE.set(value)),
                 _ => {}
             }
         }
@@ -52,10 +54,18 @@ impl Guest for Liar {
     }
 
     fn list(cursor: Option<String>) -> Result<ResourcePage, Error> {
-        if SPIN_LIST.get() == Some(&true) {
-            loop {
+        match LIST_MODE.get().map(String::as_str) {
+            Some("spin") => loop {
                 std::hint::black_box(());
+            },
+            Some("long-cursor") => {
+                return Ok(ResourcePage {
+                    resources: vec![resource("honest", None)],
+                    next_cursor: Some("c".repeat(100_000)),
+                    cache: None,
+                });
             }
+            _ => {}
         }
         // After the first page, every page is the same and hands back the
         // cursor it was given: a listing that never ends.
