@@ -37,9 +37,6 @@ impl Default for AnswerLimits {
 }
 
 impl AnswerLimits {
-    /// The manifest keys, in order.
-    pub const KEYS: [&'static str; 3] = ["max_read_bytes", "max_page_entries", "max_string_bytes"];
-
     /// Every limit by its manifest key.
     pub fn by_key(&self) -> [(&'static str, u64); 3] {
         [

@@ -187,9 +187,12 @@ fn the_operator_policy_caps_writes_and_limits_before_anything_is_resolved() {
         "writer",
         "[[files]]\nhost = \"../allowed\"\nguest = \"/data\"\naccess = \"read-write\"\n",
     );
+    // Its grant (the FIFO, granted as a single file) would fail to resolve
+    // with another message, and a single file would be staged in TMPDIR,
+    // were it resolved before the ceiling refused the manifest.
     mount(
         "hungry",
-        "[[files]]\nhost = \"../allowed/a.txt\"\nguest = \"/data/a.txt\"\n[limits]\ntimeout_ms = 60000\n",
+        "[[files]]\nhost = \"../allowed/pipe\"\nguest = \"/data/pipe\"\n[limits]\ntimeout_ms = 60000\n",
     );
     // Refused by the ceiling before its secret (a FIFO nobody writes) is
     // ever opened.
@@ -237,6 +240,10 @@ fn the_operator_policy_caps_writes_and_limits_before_anything_is_resolved() {
             "stderr lacks {refusal:?}:\n{stderr}"
         );
     }
+    assert!(
+        !stderr.contains("is neither a directory nor a file"),
+        "a refused grant was resolved: {stderr}"
+    );
     let staged: Vec<_> = std::fs::read_dir(&staging)
         .unwrap()
         .map(|entry| entry.unwrap().file_name())

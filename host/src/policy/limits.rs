@@ -18,7 +18,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use wasmtime::ResourceLimiter;
 
-use super::{Capability, Ceiling, Grant, SandboxBuilder};
+use super::{Capability, Ceiling, Grant};
 use crate::contract::AnswerLimits;
 
 /// The sandbox half of a manifest's `[limits]`; every field has a default.
@@ -70,9 +70,10 @@ impl<'de> Deserialize<'de> for LimitsSection {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let table = toml::Table::deserialize(deserializer)?;
+        let answer_keys = AnswerLimits::default().by_key().map(|(key, _)| key);
         let (answers, sandbox): (toml::Table, toml::Table) = table
             .into_iter()
-            .partition(|(key, _)| AnswerLimits::KEYS.contains(&key.as_str()));
+            .partition(|(key, _)| answer_keys.contains(&key.as_str()));
         Ok(Self {
             sandbox: sandbox.try_into().map_err(D::Error::custom)?,
             answers: answers.try_into().map_err(D::Error::custom)?,
@@ -141,12 +142,6 @@ impl Capability for LimitsSection {
 }
 
 impl Grant for Limits {
-    fn prepare(&self, _: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()> {
-        sandbox.table.set_max_capacity(self.max_handles as usize);
-        sandbox.limiter = self.limiter();
-        Ok(())
-    }
-
     fn describe(&self) -> (&'static str, Vec<String>) {
         (
             "limits",
@@ -184,7 +179,7 @@ impl Limits {
 
     /// A limiter for one new store, whose running code is sampled every
     /// [`EPOCH_TICK`].
-    fn limiter(&self) -> StoreLimiter {
+    pub fn limiter(&self) -> StoreLimiter {
         let tick_ms = u64::try_from(EPOCH_TICK.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
@@ -220,17 +215,6 @@ pub enum Exceeded {
 }
 
 impl StoreLimiter {
-    /// A limiter that refuses nothing, until a limits grant replaces it.
-    pub fn unlimited() -> Self {
-        Self {
-            memory_bytes: usize::MAX,
-            memory_in_use: 0,
-            table_elements: usize::MAX,
-            cpu_ticks_left: u64::MAX,
-            exceeded: None,
-        }
-    }
-
     /// The limit the call ran into, if any.
     pub fn exceeded(&self) -> Option<Exceeded> {
         self.exceeded

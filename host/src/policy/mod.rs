@@ -55,7 +55,9 @@ pub trait Grant: Send + Sync {
         Ok(())
     }
     /// Gives one new instance its share: held handles, values, caps.
-    fn prepare(&self, plugin: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()>;
+    fn prepare(&self, _plugin: &Arc<str>, _sandbox: &mut SandboxBuilder) -> Result<()> {
+        Ok(())
+    }
     /// Whether a call may block its thread in a host operation (a file
     /// operation on a FIFO or a hung mount).
     fn may_block(&self) -> bool {
@@ -113,7 +115,7 @@ impl Policy {
 
     /// The sandbox of one new instance of `plugin`.
     pub fn sandbox(&self, plugin: &Arc<str>) -> Result<Sandbox> {
-        let mut builder = SandboxBuilder::new(plugin.clone());
+        let mut builder = SandboxBuilder::new(plugin.clone(), &self.limits);
         for grant in &self.grants {
             grant.prepare(plugin, &mut builder)?;
         }

@@ -1,6 +1,7 @@
 //! The sandbox of one plugin instance: the host state its store holds (the
 //! WASI context, the HTTP context and its hooks, the resource table, the
-//! names it may look up, the limiter), built from the plugin's grants.
+//! names it may look up, the limiter), built from the plugin's limits and
+//! grants.
 //! Nothing in it is inherited from the host: no variable, argument or
 //! standard input unless a grant adds it, and what the plugin prints goes
 //! to resmux's log.
@@ -11,7 +12,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::limits::StoreLimiter;
+use super::limits::{Limits, StoreLimiter};
 use super::network::{GrantedNames, HttpPolicy, LookupView, NetworkGrant};
 use super::output::PluginOutput;
 
@@ -30,15 +31,15 @@ pub struct SandboxBuilder {
     pub wasi: WasiCtxBuilder,
     pub http: WasiHttpCtx,
     pub http_policy: HttpPolicy,
-    pub table: ResourceTable,
+    table: ResourceTable,
     pub names: GrantedNames,
-    pub limiter: StoreLimiter,
+    limiter: StoreLimiter,
 }
 
 impl SandboxBuilder {
-    /// A sandbox that grants `plugin` nothing yet; what it prints goes to
-    /// the log.
-    pub fn new(plugin: Arc<str>) -> Self {
+    /// A sandbox that grants `plugin` nothing yet, under its `limits`; what
+    /// it prints goes to the log.
+    pub fn new(plugin: Arc<str>, limits: &Limits) -> Self {
         let mut wasi = WasiCtxBuilder::new();
         // File operations run on the calling thread instead of tokio's
         // blocking pool: a 1 KiB read through the files plugin drops from
@@ -49,13 +50,15 @@ impl SandboxBuilder {
         wasi.allow_blocking_current_thread(true)
             .stdout(PluginOutput::stdout(plugin.clone()))
             .stderr(PluginOutput::stderr(plugin.clone()));
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.max_handles as usize);
         Self {
             wasi,
             http: WasiHttpCtx::new(),
             http_policy: HttpPolicy::new(plugin, NetworkGrant::default()),
-            table: ResourceTable::new(),
+            table,
             names: GrantedNames::default(),
-            limiter: StoreLimiter::unlimited(),
+            limiter: limits.limiter(),
         }
     }
 

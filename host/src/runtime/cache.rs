@@ -111,12 +111,12 @@ impl CompileCache {
             .with_context(|| format!("cannot open cache directory {}", dir.display()))?;
         let entry = format!("{digest}-{}.cwasm", engine_key(engine));
         match stored.load(&cache, &entry) {
-            Ok(Some(compiled)) => {
+            Ok(Some(tagged)) => {
                 // SAFETY: the entry carries a valid tag under our key, so this
                 // process (or an earlier one with the key) wrote it from this
                 // engine's own output; it is keyed by the engine's
                 // compatibility hash, and wasmtime checks the header too.
-                match unsafe { Component::deserialize(engine, compiled) } {
+                match unsafe { Component::deserialize(engine, &tagged[TAG_BYTES..]) } {
                     Ok(component) => return Ok((component, Origin::Cached)),
                     Err(error) => tracing::warn!(
                         entry,
@@ -147,14 +147,17 @@ impl CompileCache {
 }
 
 impl Stored {
-    fn mac(&self, entry: &str) -> Hmac<Sha256> {
+    /// The HMAC of `compiled` stored as `entry`.
+    fn tag(&self, entry: &str, compiled: &[u8]) -> Hmac<Sha256> {
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes a key of any length");
         mac.update(entry.as_bytes());
+        mac.update(compiled);
         mac
     }
 
-    /// The machine code of `entry`, if it is there and its tag is good.
+    /// `entry` as stored (its tag, then its machine code from
+    /// [`TAG_BYTES`] on), if it is there and its tag is good.
     fn load(&self, cache: &Dir, entry: &str) -> Result<Option<Vec<u8>>> {
         let Ok(file) = cache.open(entry) else {
             return Ok(None);
@@ -170,18 +173,15 @@ impl Stored {
         if tagged.len() < TAG_BYTES {
             bail!("it is too short to carry a tag");
         }
-        let compiled = tagged.split_off(TAG_BYTES);
-        let mut mac = self.mac(entry);
-        mac.update(&compiled);
-        mac.verify_slice(&tagged)
+        let (tag, compiled) = tagged.split_at(TAG_BYTES);
+        self.tag(entry, compiled)
+            .verify_slice(tag)
             .map_err(|_| anyhow::anyhow!("its tag does not match: it was not written by resmux"))?;
-        Ok(Some(compiled))
+        Ok(Some(tagged))
     }
 
     fn store(&self, cache: &Dir, entry: &str, compiled: &[u8]) -> std::io::Result<()> {
-        let mut mac = self.mac(entry);
-        mac.update(compiled);
-        let tag = mac.finalize().into_bytes();
+        let tag = self.tag(entry, compiled).finalize().into_bytes();
         let temporary = format!(".{entry}.{}.tmp", std::process::id());
         let mut file = cache.create(&temporary)?;
         file.write_all(&tag)?;

@@ -110,7 +110,8 @@ impl WasmPlugin {
         F: AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T> + Send + 'static,
     {
         let shared = &self.shared;
-        let quarantined = [None, path].into_iter().find_map(|record| {
+        let records = std::iter::once(None).chain(path.map(Some));
+        let quarantined = records.into_iter().find_map(|record| {
             let left = shared.health.quarantine_left(record)?;
             Some((record, left))
         });

@@ -144,15 +144,20 @@ fn parse_host(host: &str) -> Option<Host> {
         return Some(Host::Ip(ip.to_canonical()));
     }
     let labels = name_labels(host)?;
-    let valid = |label: &String| {
-        label == "*"
-            || (!label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-'))
-    };
-    labels.iter().all(valid).then_some(Host::Name(labels))
+    labels
+        .iter()
+        .all(|label| label == "*" || is_dns_label(label))
+        .then_some(Host::Name(labels))
+}
+
+/// Whether `label` is one label of a DNS host name: 1 to 63 letters, digits
+/// and hyphens.
+pub fn is_dns_label(label: &str) -> bool {
+    !label.is_empty()
+        && label.len() <= 63
+        && label
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
 }
 
 /// The lowercase labels of a DNS name, without a trailing dot.

@@ -15,6 +15,7 @@ use wasmtime::component::{Linker, Resource, ResourceTable, ResourceType};
 use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddress};
 use wasmtime_wasi::p2::{DynPollable, Network, Pollable, subscribe};
 
+use super::endpoint::{is_dns_label, name_labels};
 use super::{Host, NetworkGrant, Protocol};
 
 /// The interface resmux provides in place of WASI's.
@@ -113,20 +114,9 @@ fn resolve(names: &GrantedNames, name: &str) -> Result<AddressStream, ErrorCode>
     {
         return Ok(AddressStream::done(vec![IpAddr::V6(ip)]));
     }
-    let trimmed = name.strip_suffix('.').unwrap_or(name);
-    let labels: Vec<String> = trimmed.split('.').map(str::to_ascii_lowercase).collect();
-    let well_formed = !trimmed.is_empty()
-        && trimmed.len() <= 253
-        && labels.iter().all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
-        });
-    if !well_formed {
-        return Err(ErrorCode::InvalidArgument);
-    }
+    let labels = name_labels(name)
+        .filter(|labels| labels.iter().all(|label| is_dns_label(label)))
+        .ok_or(ErrorCode::InvalidArgument)?;
     if !names.allows(&labels) {
         tracing::warn!(name, "refused a name lookup: no socket grant names it");
         return Err(ErrorCode::NameUnresolvable);

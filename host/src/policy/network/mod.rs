@@ -180,27 +180,27 @@ impl Grant for ResolvedNetwork {
             "wasi:sockets/ip-name-lookup" => {
                 format!("resmux's own; only {}", self.names.describe().join(", "))
             }
-            "wasi:sockets/network"
-            | "wasi:sockets/instance-network"
-            | "wasi:sockets/tcp"
-            | "wasi:sockets/tcp-create-socket"
-            | "wasi:sockets/udp"
-            | "wasi:sockets/udp-create-socket"
-                if !sockets =>
-            {
+            socket if SOCKET_INTERFACES.contains(&socket) && !sockets => {
                 "linked; every use denied (no tcp or udp entry)".into()
             }
-            "wasi:sockets/network"
-            | "wasi:sockets/instance-network"
-            | "wasi:sockets/tcp"
-            | "wasi:sockets/tcp-create-socket"
-            | "wasi:sockets/udp"
-            | "wasi:sockets/udp-create-socket" => "allowlisted tcp and udp peers only".into(),
+            socket if SOCKET_INTERFACES.contains(&socket) => {
+                "allowlisted tcp and udp peers only".into()
+            }
             _ => return None,
         };
         Some(status)
     }
 }
+
+/// The `wasi:sockets` interfaces a socket grant governs (name lookup aside).
+const SOCKET_INTERFACES: [&str; 6] = [
+    "wasi:sockets/network",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/tcp",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/udp",
+    "wasi:sockets/udp-create-socket",
+];
 
 /// Bytes of the header fields one `wasi:http` fields resource may hold.
 const HTTP_FIELDS_BYTES: usize = 64 * 1024;
