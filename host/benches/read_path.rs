@@ -17,6 +17,7 @@ use resmux::contract::{
     Body, ChangeReport, Completion, CompletionRequest, Content, Page, Provider, ProviderError,
     ReadResult, ResourceEntry, TemplateEntry,
 };
+use resmux::namespace::uri::Uri;
 use resmux::namespace::{MountSettings, Namespace, Scope};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime, WasmPlugin};
 
@@ -101,7 +102,7 @@ fn read_path(c: &mut Criterion) {
     for size in ["1k", "1m"] {
         let mut group = c.benchmark_group(format!("read {size}"));
         for scheme in ["wasm", "native"] {
-            let uri = format!("{scheme}://{size}.txt");
+            let uri = Uri::parse(&format!("{scheme}://{size}.txt")).unwrap();
             group.bench_function(scheme, |b| {
                 b.to_async(&tokio).iter(|| async {
                     let read = namespace.read(&uri, &Scope::All).await.unwrap();

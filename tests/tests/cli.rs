@@ -215,7 +215,11 @@ fn check_passes_a_good_plugin_and_names_what_a_bad_one_breaks() {
         report.contains("ok    list: 5 valid resources on 1 page(s)"),
         "{report}"
     );
-    assert!(report.ends_with("6 passed, 0 failed\n"), "{report}");
+    assert!(
+        report.contains("ok    read notes://notes/welcome: 74 bytes\n"),
+        "{report}"
+    );
+    assert!(report.ends_with("11 passed, 0 failed\n"), "{report}");
 
     folder.plugin("liar", "liar");
     let bad = resmux(&["check", folder.path().join("liar.wasm").to_str().unwrap()]);

@@ -138,8 +138,10 @@ async fn a_legacy_subscriber_hears_of_its_resource_and_no_other() {
     // the change report.
     let folder = files_folder(60_000);
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    // A scheme is case-insensitive: this is the resource the client later
+    // unsubscribes from as `files://a.txt`, and hears of under that name.
     let subscribed = server
-        .request("resources/subscribe", json!({ "uri": "files://a.txt" }))
+        .request("resources/subscribe", json!({ "uri": "FILES://a.txt" }))
         .await
         .unwrap();
     assert_eq!(subscribed["result"], json!({}), "{subscribed}");
@@ -244,9 +246,9 @@ async fn answers_are_cached_within_their_ttl_and_dropped_on_change() {
     let folder = Folder::new();
     folder.plugin("liar", "liar");
     let mut server = RawServer::start(folder.path(), &[]).unwrap();
-    let read = async |server: &mut RawServer| {
+    let read_as = async |server: &mut RawServer, uri: &str| {
         let response = server
-            .modern_request("resources/read", json!({ "uri": "liar://random/public" }))
+            .modern_request("resources/read", json!({ "uri": uri }))
             .await
             .unwrap();
         let result = &response["result"];
@@ -255,12 +257,18 @@ async fn answers_are_cached_within_their_ttl_and_dropped_on_change() {
             result["ttlMs"].as_u64().unwrap(),
         )
     };
+    let read = async |server: &mut RawServer| read_as(server, "liar://random/public").await;
     let (first, first_ttl) = read(&mut server).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     let (again, ttl_left) = read(&mut server).await;
     assert_eq!(first, again, "the second read reached the plugin");
     assert_eq!(first_ttl, 60_000);
     assert!(ttl_left < first_ttl, "{ttl_left}");
+    let (shouted, _) = read_as(&mut server, "LIAR://random/public").await;
+    assert_eq!(
+        shouted, first,
+        "one resource was cached under two spellings"
+    );
 
     let mut unlimited = RawServer::start(folder.path(), &["--response-cache-mib", "0"]).unwrap();
     let (one, _) = read(&mut unlimited).await;
@@ -287,6 +295,11 @@ async fn answers_are_cached_within_their_ttl_and_dropped_on_change() {
         "a replaced plugin's cached answers were served"
     );
     assert_eq!(ttl, 60_000);
+    let (shouted, _) = read_as(&mut server, "LIAR://random/public").await;
+    assert_eq!(
+        shouted, after_change,
+        "a spelling of the URI kept a stale answer"
+    );
     server.stop().await.unwrap();
 }
 

@@ -1,22 +1,32 @@
 //! `resmux check`: the first command a plugin author runs. It checks a
 //! component against the contract and runs it the way the host will: load,
 //! start with the manifest's config, then every page of its listing and its
-//! templates through the rules the namespace applies to every answer.
+//! templates, and reads of the first resources listed, through the checks
+//! the namespace applies to every answer ([`resmux::namespace::answers`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Result;
 
 use super::CacheArgs;
 use resmux::catalog::Entry;
-use resmux::contract::{AnswerLimits, Provider, ProviderError};
-use resmux::namespace::Listable;
+use resmux::contract::{AnswerLimits, Provider, ProviderError, ResourceEntry, TemplateEntry};
+use resmux::namespace::answers::{self, Listable};
 use resmux::namespace::cursor::Listing;
+use resmux::namespace::promises::Promises;
 use resmux::runtime::WasmPlugin;
 
 /// Pages of a listing walked before the check gives up on it ending.
 const MAX_PAGES: usize = 1_000;
+
+/// Listed resources the check reads.
+const READS: usize = 20;
+
+/// How long what a listing says holds, for the reads the check makes just
+/// after it, whatever the listing's own cache hint.
+const PROMISED_FOR: Duration = Duration::from_secs(3600);
 
 /// Prints one line per check; fails when any check fails.
 pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs) -> Result<()> {
@@ -63,51 +73,80 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
         Ok(()) => report.pass("init accepts the manifest's config"),
         Err(error) => return report.fail(format!("init: {error}")),
     }
-    let answers = manifest.limits.answers;
-    let resources = walk::<resmux::contract::ResourceEntry>(&plugin, scheme, &answers).await;
-    report.record(
-        resources.map(|(count, pages)| format!("list: {count} valid resources on {pages} page(s)")),
-    );
-    let templates = walk::<resmux::contract::TemplateEntry>(&plugin, scheme, &answers).await;
-    report
-        .record(templates.map(|(count, pages)| {
-            format!("templates: {count} valid templates on {pages} page(s)")
-        }));
+    let limits = manifest.limits.answers;
+    let promises = Promises::default();
+    let resources = walk::<ResourceEntry>(&plugin, scheme, &limits, &promises).await;
+    let listed = match resources {
+        Ok((resources, pages)) => {
+            report.pass(format!(
+                "list: {} valid resources on {pages} page(s)",
+                resources.len()
+            ));
+            resources
+        }
+        Err(error) => {
+            report.record(Err(error));
+            Vec::new()
+        }
+    };
+    let templates = walk::<TemplateEntry>(&plugin, scheme, &limits, &promises).await;
+    report.record(templates.map(|(templates, pages)| {
+        format!(
+            "templates: {} valid templates on {pages} page(s)",
+            templates.len()
+        )
+    }));
+    for resource in listed.iter().take(READS) {
+        let path = &resource.uri[scheme.len() + "://".len()..];
+        let read = match plugin.read(path).await {
+            Ok(read) => answers::check_read(scheme, read, &limits, &promises),
+            Err(error) => Err(error.to_string()),
+        };
+        report.record(
+            read.map(|read| format!("read {}: {} bytes", resource.uri, read.byte_count()))
+                .map_err(|reason| format!("read {}: {reason}", resource.uri)),
+        );
+    }
     report.finish()
 }
 
-/// Walks every page of one listing, admitting each entry as the namespace
-/// would under `limits`; returns the entries and pages seen, or what was
-/// wrong.
+/// Walks every page of one listing, admitting each page and entry as the
+/// namespace would under `limits`, and holding the listing to what it says
+/// of each resource for [`PROMISED_FOR`]; returns the entries and pages seen,
+/// or what was wrong.
 async fn walk<T: Listable>(
     plugin: &WasmPlugin,
     scheme: &str,
     limits: &AnswerLimits,
-) -> Result<(usize, usize), String> {
+    promises: &Promises,
+) -> Result<(Vec<T::Admitted>, usize), String> {
     let kind = match T::LISTING {
         Listing::Resources => "resource",
         Listing::Templates => "template",
     };
     let mut cursor = None;
-    let mut count = 0;
+    let mut entries = Vec::new();
     for pages in 1..=MAX_PAGES {
         let page = T::fetch(plugin as &dyn Provider, cursor.clone())
             .await
             .map_err(|error: ProviderError| format!("{kind} page {pages}: {error}"))?;
-        for entry in page.items {
-            entry
-                .admit(scheme, limits)
-                .map_err(|reason| format!("{kind} page {pages}: {reason}"))?;
-            count += 1;
+        let admitted = answers::admit_page(scheme, page, cursor.as_deref(), limits, promises)
+            .map_err(|reason| format!("{kind} page {pages}: {reason}"))?;
+        if let Some(reason) = admitted
+            .refused
+            .first()
+            .map(String::as_str)
+            .or(admitted.stopped)
+        {
+            return Err(format!("{kind} page {pages}: {reason}"));
         }
-        match page.next_cursor {
-            Some(next) if Some(&next) == cursor.as_ref() => {
-                return Err(format!(
-                    "{kind} page {pages} hands back the cursor it was given"
-                ));
-            }
+        for entry in admitted.page.items {
+            T::promise(&entry, promises, PROMISED_FOR);
+            entries.push(entry);
+        }
+        match admitted.page.next_cursor {
             Some(next) => cursor = Some(next),
-            None => return Ok((count, pages)),
+            None => return Ok((entries, pages)),
         }
     }
     Err(format!(

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 
 use super::{FolderArgs, namespace};
 use resmux::contract::Body;
+use resmux::namespace::uri::Uri;
 use resmux::namespace::{Listed, NamespaceError, Scope};
 
 pub async fn list(folder: FolderArgs) -> Result<()> {
@@ -60,7 +61,9 @@ async fn print_every_page<T>(
 
 pub async fn read(folder: FolderArgs, uri: &str, output: Option<&Path>) -> Result<()> {
     let namespace = namespace(&folder).await?;
-    let read = namespace.read(uri, &Scope::All).await?;
+    let uri =
+        Uri::parse(uri).map_err(|reason| anyhow::anyhow!("invalid URI {uri:?}: it {reason}"))?;
+    let read = namespace.read(&uri, &Scope::All).await?;
     if let Some(output) = output {
         let mut file = std::fs::File::create(output)
             .with_context(|| format!("cannot create {}", output.display()))?;

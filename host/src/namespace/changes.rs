@@ -166,7 +166,7 @@ async fn poll_due(namespace: &Namespace, watched: &mut HashMap<String, Watched>)
 impl Namespace {
     /// How often the provider of `scheme` is polled; none if nothing serves it.
     fn change_interval(&self, scheme: &str) -> Option<Duration> {
-        self.snapshot()
+        self.current_mounts()
             .get(scheme)
             .map(|mount| mount.settings.change_interval)
     }

@@ -1,8 +1,9 @@
 //! Composite cursors for merged listings.
 //!
 //! A client's cursor names a position in the merged stream: which scheme, the
-//! plugin's own cursor there, and how many entries of that plugin page were
-//! already sent. It is serialised, authenticated with an HMAC under a key made
+//! listing snapshot of that scheme's plugin the walk is reading (none before
+//! it starts), and how many of its entries were already sent. A plugin's own
+//! cursors stay in the host. It is serialised, authenticated with an HMAC under a key made
 //! when the server starts, and base64url-encoded, so a client can neither read
 //! a plugin's cursor nor forge or splice one. Cursors do not survive a restart.
 
@@ -32,12 +33,13 @@ pub struct Position {
     /// The scheme whose plugin is listed next.
     #[serde(rename = "s")]
     pub scheme: String,
-    /// That plugin's cursor; none for its first page.
-    #[serde(rename = "c")]
-    pub inner: Option<String>,
-    /// Entries of that page already sent.
-    #[serde(rename = "k")]
-    pub skip: usize,
+    /// The snapshot of that plugin's listing this walk reads; none before it
+    /// starts there.
+    #[serde(rename = "n")]
+    pub snapshot: Option<u64>,
+    /// Entries of that snapshot already sent.
+    #[serde(rename = "o")]
+    pub offset: usize,
 }
 
 /// Seals and opens cursors with one secret key.
@@ -103,8 +105,8 @@ mod tests {
         Position {
             listing: Listing::Resources,
             scheme: "notes".into(),
-            inner: Some("page-2".into()),
-            skip: 3,
+            snapshot: Some(2),
+            offset: 3,
         }
     }
 

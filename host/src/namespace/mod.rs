@@ -9,10 +9,12 @@
 //! request is answered within a client's [`Scope`]. It knows nothing of
 //! JSON-RPC or of Wasm.
 
+pub mod answers;
 pub mod changes;
 pub mod cursor;
 pub mod promises;
 mod scope;
+pub mod snapshot;
 pub mod uri;
 pub mod validate;
 
@@ -25,17 +27,17 @@ use tokio::sync::broadcast;
 
 use thiserror::Error;
 
-use futures::future::BoxFuture;
-
 use crate::contract::{
-    AnswerLimits, Body, CacheHint, CacheScope, Completion, CompletionRequest, Metadata, Page,
-    Provider, ProviderError, ResourceEntry, TemplateEntry,
+    AnswerLimits, Body, CacheHint, Completion, CompletionRequest, Metadata, Provider,
+    ProviderError, ResourceEntry, TemplateEntry,
 };
+pub use answers::{DEFAULT_CACHE, Listable};
 use changes::Subscriptions;
 use cursor::{CursorSeal, Listing, Position};
 use promises::Promises;
 pub use scope::Scope;
-use uri::SyntaxError;
+use snapshot::{Snapshots, merge_cache};
+use uri::{SyntaxError, Uri};
 use validate::JsonObject;
 
 /// The most completion values sent to a client (MCP's limit).
@@ -122,12 +124,6 @@ pub struct Listed<T> {
     pub cache: CacheHint,
 }
 
-/// The cache hint of an answer whose provider gave none: stale at once.
-pub const DEFAULT_CACHE: CacheHint = CacheHint {
-    ttl_ms: 0,
-    scope: CacheScope::Public,
-};
-
 /// How one provider is served.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MountSettings {
@@ -150,6 +146,8 @@ struct Mount {
     provider: Arc<dyn Provider>,
     settings: MountSettings,
     promises: Promises,
+    resources: Snapshots<Resource>,
+    templates: Snapshots<Template>,
 }
 
 type Mounts = BTreeMap<String, Arc<Mount>>;
@@ -243,7 +241,7 @@ impl Namespace {
 
     /// The mounted schemes, in order.
     pub fn schemes(&self) -> Vec<String> {
-        self.snapshot().keys().cloned().collect()
+        self.current_mounts().keys().cloned().collect()
     }
 
     /// A receiver of every event from now on.
@@ -272,7 +270,7 @@ impl Namespace {
         }
     }
 
-    fn snapshot(&self) -> Arc<Mounts> {
+    fn current_mounts(&self) -> Arc<Mounts> {
         self.mounts
             .read()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -314,71 +312,24 @@ impl Namespace {
     }
 
     /// Reads `uri` from the provider of its scheme.
-    pub async fn read(&self, uri: &str, scope: &Scope) -> Result<Read, NamespaceError> {
-        let (scheme, path) = uri::split(uri).map_err(|reason| NamespaceError::InvalidUri {
-            uri: uri.to_owned(),
-            reason,
-        })?;
-        let mount = self.mount_of(&scheme, uri, scope)?;
+    pub async fn read(&self, uri: &Uri, scope: &Scope) -> Result<Read, NamespaceError> {
+        let text = uri.as_str();
+        let scheme = uri.scheme();
+        let mount = self.mount_of(scheme, text, scope)?;
         let result = mount
             .provider
-            .read(path)
+            .read(uri.path())
             .await
-            .map_err(|error| provider_error(uri, error))?;
-        let invalid = |reason: String| {
-            tracing::warn!(uri, "refused a plugin's answer: {reason}");
-            NamespaceError::InvalidAnswer {
-                uri: uri.to_owned(),
-                reason,
-            }
-        };
-        if result.contents.is_empty() {
-            return Err(invalid("it returned no contents".into()));
-        }
-        let total: u64 = result
-            .contents
-            .iter()
-            .map(|c| c.body.byte_count() as u64)
-            .sum();
-        if total > mount.settings.limits.max_read_bytes {
-            return Err(invalid(format!(
-                "it returned {total} bytes, over the limit of {}",
-                mount.settings.limits.max_read_bytes
-            )));
-        }
-        let contents = result
-            .contents
-            .into_iter()
-            .map(|content| {
-                let max_string = mount.settings.limits.max_string_bytes;
-                validate::length("content path", &content.path, max_string)?;
-                if let Some(meta) = &content.meta {
-                    validate::length("_meta", meta, max_string)?;
+            .map_err(|error| provider_error(text, error))?;
+        answers::check_read(scheme, result, &mount.settings.limits, &mount.promises).map_err(
+            |reason| {
+                tracing::warn!(uri = text, "refused a plugin's answer: {reason}");
+                NamespaceError::InvalidAnswer {
+                    uri: text.to_owned(),
+                    reason,
                 }
-                uri::check_path(&content.path)
-                    .map_err(|reason| format!("content path {:?} {reason}", content.path))?;
-                if let Some(mime) = &content.mime_type {
-                    validate::mime_type(mime)?;
-                }
-                let content_uri = format!("{scheme}://{}", content.path);
-                mount.promises.check(
-                    &content_uri,
-                    content.body.byte_count() as u64,
-                    content.mime_type.as_deref(),
-                )?;
-                Ok(Contents {
-                    uri: content_uri,
-                    mime_type: content.mime_type,
-                    body: content.body,
-                    meta: content.meta.as_deref().map(validate::meta).transpose()?,
-                })
-            })
-            .collect::<Result<_, String>>()
-            .map_err(invalid)?;
-        Ok(Read {
-            contents,
-            cache: result.cache.unwrap_or(DEFAULT_CACHE),
-        })
+            },
+        )
     }
 
     /// Completes `argument` of the template `template_uri`.
@@ -399,7 +350,7 @@ impl Namespace {
             )));
         }
         let mount = self
-            .snapshot()
+            .current_mounts()
             .get(&scheme)
             .filter(|_| scope.allows(&scheme))
             .cloned()
@@ -471,6 +422,10 @@ impl Namespace {
                 }
             })
             .collect();
+        if report.listing_changed {
+            mount.resources.invalidate();
+            mount.templates.invalidate();
+        }
         Ok(Changes {
             token: report.token,
             listing_changed: report.listing_changed,
@@ -486,7 +441,7 @@ impl Namespace {
         uri: &str,
         scope: &Scope,
     ) -> Result<Arc<Mount>, NamespaceError> {
-        self.snapshot()
+        self.current_mounts()
             .get(scheme)
             .filter(|_| scope.allows(scheme))
             .cloned()
@@ -496,27 +451,23 @@ impl Namespace {
             })
     }
 
-    /// Whether `uri` could be served to a client with `scope`: well formed,
-    /// and of a scheme served within it.
-    pub fn check_servable(&self, uri: &str, scope: &Scope) -> Result<(), NamespaceError> {
-        let (scheme, _) = uri::split(uri).map_err(|reason| NamespaceError::InvalidUri {
-            uri: uri.to_owned(),
-            reason,
-        })?;
-        self.mount_of(&scheme, uri, scope).map(drop)
+    /// Whether `uri` could be served to a client with `scope`: of a scheme
+    /// served within it.
+    pub fn check_servable(&self, uri: &Uri, scope: &Scope) -> Result<(), NamespaceError> {
+        self.mount_of(uri.scheme(), uri.as_str(), scope).map(drop)
     }
 
     /// Fills one page of a merged listing, provider after provider in scheme
-    /// order. A provider that fails is logged and passed over, so one broken
-    /// plugin never hides the others; entries that break the contract are
-    /// logged and dropped.
-    async fn paginate<T: Listable>(
+    /// order, from each mount's listing snapshot. A provider that fails is
+    /// logged and passed over, so one broken plugin never hides the others;
+    /// entries that break the contract are logged and dropped.
+    async fn paginate<T: Snapshotted>(
         &self,
         cursor: Option<&str>,
         scope: &Scope,
     ) -> Result<Listed<T::Admitted>, NamespaceError> {
         let listing = T::LISTING;
-        let mounts = self.snapshot();
+        let mounts = self.current_mounts();
         let after = |scheme: &str| next_scheme(&mounts, scope, listing, Bound::Excluded(scheme));
         let mut next = match cursor {
             None => next_scheme(&mounts, scope, listing, Bound::Unbounded),
@@ -528,9 +479,9 @@ impl Namespace {
         };
         let mut items = Vec::new();
         let mut cache: Option<CacheHint> = None;
-        let mut calls = 0;
+        let mut calls = MAX_CALLS_PER_PAGE;
         while let Some(position) = next.take() {
-            if items.len() >= self.page_size || calls == MAX_CALLS_PER_PAGE {
+            if items.len() >= self.page_size || calls == 0 {
                 next = Some(position);
                 break;
             }
@@ -541,82 +492,30 @@ impl Namespace {
                 next = after(scheme);
                 continue;
             };
-            calls += 1;
-            let page = match T::fetch(mount.provider.as_ref(), position.inner.clone()).await {
-                Ok(page) => page,
-                Err(ProviderError::InvalidInput(reason)) if position.inner.is_some() => {
-                    return Err(NamespaceError::InvalidCursor(format!(
-                        "the plugin for {scheme:?} refused the cursor: {reason}"
-                    )));
-                }
-                Err(error) => {
-                    tracing::warn!(scheme, "listing passed over a failing plugin: {error}");
-                    next = after(scheme);
-                    continue;
-                }
+            let snapshots = T::snapshots(mount);
+            let snapshot = match position.snapshot {
+                Some(id) => snapshots.resume(id),
+                None => snapshots.for_new_walk(),
             };
-            let max_string = mount.settings.limits.max_string_bytes;
-            let long_cursor = page
-                .next_cursor
-                .as_deref()
-                .and_then(|cursor| validate::length("cursor", cursor, max_string).err());
-            if let Some(reason) = long_cursor {
-                tracing::warn!(
-                    scheme,
-                    "listing passed over a plugin whose page is refused: {reason}"
-                );
-                next = after(scheme);
-                continue;
-            }
-            let max_entries = mount.settings.limits.max_page_entries as usize;
-            if page.items.len() > max_entries {
-                tracing::warn!(
-                    scheme,
-                    "listing passed over a plugin that returned {} entries on one page, over its limit of {max_entries}",
-                    page.items.len()
-                );
-                next = after(scheme);
-                continue;
-            }
-            let page_cache = page.cache.unwrap_or(DEFAULT_CACHE);
-            cache = Some(merge_cache(cache, page_cache));
-            let promised_for = Duration::from_millis(page_cache.ttl_ms);
-            let page_length = page.items.len();
             let room = self.page_size - items.len();
-            let taken = page_length.saturating_sub(position.skip).min(room);
-            for entry in page.items.into_iter().skip(position.skip).take(taken) {
-                match entry.admit(scheme, &mount.settings.limits) {
-                    Ok(item) => {
-                        T::promise(&item, &mount.promises, promised_for);
-                        items.push(item)
-                    }
-                    Err(reason) => {
-                        tracing::warn!(scheme, "listing dropped an invalid entry: {reason}")
-                    }
-                }
+            let taken = snapshot
+                .take(position.offset, room, &mut calls, |cursor| {
+                    Box::pin(fetch_page::<T>(scheme, mount, cursor))
+                })
+                .await;
+            if let Some(part) = taken.cache {
+                cache = Some(cache.map_or(part, |merged| merge_cache(merged, part)));
             }
-            let consumed = position.skip + taken;
-            next = if consumed < page_length {
+            let offset = position.offset + taken.items.len();
+            items.extend(taken.items);
+            next = if taken.ended {
+                after(scheme)
+            } else {
                 Some(Position {
-                    skip: consumed,
+                    snapshot: Some(snapshot.id()),
+                    offset,
                     ..position
                 })
-            } else {
-                match page.next_cursor {
-                    Some(inner) if position.inner.as_ref() != Some(&inner) => Some(Position {
-                        inner: Some(inner),
-                        skip: 0,
-                        ..position
-                    }),
-                    Some(_) => {
-                        tracing::warn!(
-                            scheme,
-                            "listing stopped a plugin that handed back the cursor it was given"
-                        );
-                        after(scheme)
-                    }
-                    None => after(scheme),
-                }
             };
         }
         Ok(Listed {
@@ -627,21 +526,56 @@ impl Namespace {
     }
 }
 
-/// An entry of a listing the namespace merges; `resmux check` applies the
-/// same rules to a plugin's raw pages.
-pub trait Listable: Sized + Send {
-    /// The entry once validated and given its scheme.
-    type Admitted;
-    const LISTING: Listing;
-    /// One page of this listing from `provider`.
-    fn fetch(
-        provider: &dyn Provider,
-        cursor: Option<String>,
-    ) -> BoxFuture<'_, Result<Page<Self>, ProviderError>>;
-    /// Validates the entry under `limits` and puts it under `scheme`.
-    fn admit(self, scheme: &str, limits: &AnswerLimits) -> Result<Self::Admitted, String>;
-    /// Records what a listed entry promises about later reads, for `ttl`.
-    fn promise(_item: &Self::Admitted, _promises: &Promises, _ttl: Duration) {}
+/// One page of `mount`'s listing from its plugin, admitted; `None` (and the
+/// reason in the log) if the plugin failed or the page broke the contract.
+async fn fetch_page<T: Listable>(
+    scheme: &str,
+    mount: &Mount,
+    cursor: Option<String>,
+) -> Option<snapshot::Page<T::Admitted>> {
+    let page = match T::fetch(mount.provider.as_ref(), cursor.clone()).await {
+        Ok(page) => page,
+        Err(error) => {
+            tracing::warn!(scheme, "listing passed over a failing plugin: {error}");
+            return None;
+        }
+    };
+    let limits = &mount.settings.limits;
+    match answers::admit_page(scheme, page, cursor.as_deref(), limits, &mount.promises) {
+        Ok(admitted) => {
+            for reason in admitted.refused {
+                tracing::warn!(scheme, "listing dropped an invalid entry: {reason}");
+            }
+            if let Some(reason) = admitted.stopped {
+                tracing::warn!(scheme, "listing stopped a plugin: {reason}");
+            }
+            Some(admitted.page)
+        }
+        Err(reason) => {
+            tracing::warn!(
+                scheme,
+                "listing passed over a plugin whose page is refused: {reason}"
+            );
+            None
+        }
+    }
+}
+
+/// A listing whose snapshots a mount keeps.
+trait Snapshotted: Listable {
+    fn snapshots(mount: &Mount) -> &Snapshots<Self::Admitted>;
+}
+
+impl Snapshotted for ResourceEntry {
+    fn snapshots(mount: &Mount) -> &Snapshots<Resource> {
+        &mount.resources
+    }
+}
+
+impl Snapshotted for TemplateEntry {
+    fn snapshots(mount: &Mount) -> &Snapshots<Template> {
+        &mount.templates
+    }
 }
 
 impl Mount {
@@ -650,68 +584,8 @@ impl Mount {
             provider,
             settings,
             promises: Promises::default(),
-        })
-    }
-}
-
-impl Listable for ResourceEntry {
-    type Admitted = Resource;
-    const LISTING: Listing = Listing::Resources;
-
-    fn fetch(
-        provider: &dyn Provider,
-        cursor: Option<String>,
-    ) -> BoxFuture<'_, Result<Page<Self>, ProviderError>> {
-        provider.list(cursor)
-    }
-
-    fn admit(mut self, scheme: &str, limits: &AnswerLimits) -> Result<Resource, String> {
-        validate::length("path", &self.path, limits.max_string_bytes)?;
-        uri::check_path(&self.path)
-            .map_err(|reason| format!("resource path {:?} {reason}", self.path))?;
-        let meta = validate::metadata(&mut self.metadata, limits.max_string_bytes)?;
-        Ok(Resource {
-            uri: format!("{scheme}://{}", self.path),
-            size: self.size,
-            metadata: self.metadata,
-            meta,
-        })
-    }
-
-    fn promise(item: &Resource, promises: &Promises, ttl: Duration) {
-        promises.record(
-            &item.uri,
-            item.size,
-            item.metadata.mime_type.as_deref(),
-            ttl,
-        );
-    }
-}
-
-impl Listable for TemplateEntry {
-    type Admitted = Template;
-    const LISTING: Listing = Listing::Templates;
-
-    fn fetch(
-        provider: &dyn Provider,
-        cursor: Option<String>,
-    ) -> BoxFuture<'_, Result<Page<Self>, ProviderError>> {
-        provider.templates(cursor)
-    }
-
-    fn admit(mut self, scheme: &str, limits: &AnswerLimits) -> Result<Template, String> {
-        validate::length(
-            "path template",
-            &self.path_template,
-            limits.max_string_bytes,
-        )?;
-        uri::check_path_template(&self.path_template)
-            .map_err(|reason| format!("path template {:?} {reason}", self.path_template))?;
-        let meta = validate::metadata(&mut self.metadata, limits.max_string_bytes)?;
-        Ok(Template {
-            uri_template: format!("{scheme}://{}", self.path_template),
-            metadata: self.metadata,
-            meta,
+            resources: Snapshots::default(),
+            templates: Snapshots::default(),
         })
     }
 }
@@ -730,25 +604,9 @@ fn next_scheme(
         .map(|scheme| Position {
             listing,
             scheme: scheme.clone(),
-            inner: None,
-            skip: 0,
+            snapshot: None,
+            offset: 0,
         })
-}
-
-/// The hint of a page built from several providers: the shortest lifetime,
-/// private if any part is private.
-fn merge_cache(merged: Option<CacheHint>, part: CacheHint) -> CacheHint {
-    match merged {
-        None => part,
-        Some(merged) => CacheHint {
-            ttl_ms: merged.ttl_ms.min(part.ttl_ms),
-            scope: if merged.scope == CacheScope::Private {
-                CacheScope::Private
-            } else {
-                part.scope
-            },
-        },
-    }
 }
 
 fn provider_error(uri: &str, error: ProviderError) -> NamespaceError {

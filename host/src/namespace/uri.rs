@@ -44,8 +44,50 @@ pub fn check_scheme(scheme: &str) -> Result<(), SyntaxError> {
     }
 }
 
+/// A client's resource URI, checked, in the one spelling the host keys on:
+/// its scheme lowercased (schemes are case-insensitive, RFC 3986 section
+/// 3.1), so that `NOTES://x` and `notes://x` are one resource to the
+/// response cache, to subscriptions and to change events. Parsed once, where
+/// a request comes in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Uri {
+    text: String,
+    scheme_length: usize,
+}
+
+impl Uri {
+    /// Checks `uri` and puts it in canonical form.
+    pub fn parse(uri: &str) -> Result<Self, SyntaxError> {
+        let (scheme, path) = split(uri)?;
+        Ok(Self {
+            text: format!("{scheme}://{path}"),
+            scheme_length: scheme.len(),
+        })
+    }
+
+    /// The URI in canonical form.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn scheme(&self) -> &str {
+        &self.text[..self.scheme_length]
+    }
+
+    /// The scheme-relative path the plugin sees.
+    pub fn path(&self) -> &str {
+        &self.text[self.scheme_length + "://".len()..]
+    }
+}
+
+impl std::fmt::Display for Uri {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.text)
+    }
+}
+
 /// Splits a client's URI into its scheme (lowercased) and path, checking both.
-pub fn split(uri: &str) -> Result<(String, &str), SyntaxError> {
+fn split(uri: &str) -> Result<(String, &str), SyntaxError> {
     if uri.len() > MAX_URI_LENGTH {
         return Err(SyntaxError::TooLong);
     }

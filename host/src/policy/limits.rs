@@ -98,8 +98,22 @@ impl LimitsSection {
         keyed
     }
 
-    /// Rejects limits that could never let a call succeed.
+    /// Rejects limits that could never let a call succeed, or that no
+    /// instance slot of the runtime's pool could hold.
     pub fn validate(&self) -> Result<()> {
+        let sandbox = &self.sandbox;
+        if sandbox.memory_mib > MAX_MEMORY_MIB {
+            bail!(
+                "memory_mib must be at most {MAX_MEMORY_MIB} (4 GiB, all a 32-bit memory can address), not {}",
+                sandbox.memory_mib
+            );
+        }
+        if sandbox.table_elements > MAX_TABLE_ELEMENTS {
+            bail!(
+                "table_elements must be at most {MAX_TABLE_ELEMENTS}, not {}",
+                sandbox.table_elements
+            );
+        }
         if !STACK_KIB_RANGE.contains(&self.sandbox.stack_kib) {
             bail!(
                 "stack_kib must lie between {} and {}, not {}",
@@ -164,6 +178,13 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The default stack limit, wasmtime's own default.
 pub const DEFAULT_STACK_KIB: u32 = 512;
+
+/// The largest `memory_mib` a plugin may be given: every slot of the
+/// runtime's instance pool can hold a memory this large.
+pub const MAX_MEMORY_MIB: u64 = 4096;
+
+/// The largest `table_elements` a plugin may be given, for the same reason.
+pub const MAX_TABLE_ELEMENTS: u64 = 1_000_000;
 
 /// The range a stack limit must lie in.
 const STACK_KIB_RANGE: std::ops::RangeInclusive<u32> = 64..=16_384;

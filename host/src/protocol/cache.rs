@@ -15,6 +15,7 @@ use moka::sync::Cache;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::contract::{CacheHint, CacheScope};
+use crate::namespace::uri::Uri;
 use crate::namespace::{Event, Listed, Namespace, Read, Resource, Scope, Template};
 
 /// One cached answer and when it goes stale.
@@ -144,23 +145,23 @@ impl ResponseCache {
     }
 
     /// A kept read of `uri` that `client` may have, with the ttl it has left.
-    pub fn read(&self, uri: &str, client: &Arc<str>, scope: &Scope) -> Option<Read> {
+    pub fn read(&self, uri: &Uri, client: &Arc<str>, scope: &Scope) -> Option<Read> {
         [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
             .into_iter()
             .find_map(|owner| {
                 self.reads.get(&ReadKey {
-                    uri: uri.to_owned(),
+                    uri: uri.as_str().to_owned(),
                     owner,
                 })
             })
             .map(|cached| cached.fresh())
     }
 
-    pub fn keep_read(&self, uri: &str, client: &Arc<str>, scope: &Scope, read: &Read) {
+    pub fn keep_read(&self, uri: &Uri, client: &Arc<str>, scope: &Scope, read: &Read) {
         let bytes = read.byte_count();
         if let Some((owner, cached)) = entry(read.cache, client, scope, read.clone(), bytes) {
             let key = ReadKey {
-                uri: uri.to_owned(),
+                uri: uri.as_str().to_owned(),
                 owner,
             };
             self.reads.insert(key, cached);

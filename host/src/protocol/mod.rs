@@ -27,6 +27,7 @@ use serde_json::json;
 use crate::access::Client;
 use crate::access::audit::{AuditLog, Record};
 use crate::contract::{self, Body, CacheHint, Metadata, ProviderError};
+use crate::namespace::uri::Uri;
 use crate::namespace::{self, Namespace, NamespaceError, Read};
 
 mod cache;
@@ -88,12 +89,15 @@ impl ResmuxServer {
         }
     }
 
-    /// One read for `client`: its rate limit first, then the namespace within
-    /// its scope; recorded in the audit log either way.
+    /// One read for `client`: its rate limit first, then the URI parsed, then
+    /// the namespace within its scope; recorded in the audit log either way.
     async fn read(&self, client: &Client, uri: &str, via: &str) -> Result<Read, ReadRefusal> {
         let outcome = match client.admit_read() {
             Err(refusal) => Err(ReadRefusal::RateLimited(refusal)),
-            Ok(()) => self.read_through_cache(client, uri).await,
+            Ok(()) => match parse_uri(uri) {
+                Ok(uri) => self.read_through_cache(client, &uri).await,
+                Err(error) => Err(ReadRefusal::Namespace(error)),
+            },
         };
         if let Some(audit) = &self.audit {
             let (outcome_name, bytes) = match &outcome {
@@ -114,7 +118,7 @@ impl ResmuxServer {
         outcome
     }
 
-    async fn read_through_cache(&self, client: &Client, uri: &str) -> Result<Read, ReadRefusal> {
+    async fn read_through_cache(&self, client: &Client, uri: &Uri) -> Result<Read, ReadRefusal> {
         let scope = &client.scope;
         if let Some(kept) = self
             .cache
@@ -338,11 +342,12 @@ impl ServerHandler for ResmuxServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let client = client_of(&context.extensions);
+        let uri = parse_uri(&request.uri).map_err(error_data)?;
         self.namespace
-            .check_servable(&request.uri, &client.scope)
+            .check_servable(&uri, &client.scope)
             .map_err(error_data)?;
         self.session
-            .subscribe(&request.uri)
+            .subscribe(&uri)
             .map_err(|reason| ErrorData::invalid_params(reason, None))
     }
 
@@ -352,7 +357,8 @@ impl ServerHandler for ResmuxServer {
         request: UnsubscribeRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.session.unsubscribe(&request.uri);
+        let uri = parse_uri(&request.uri).map_err(error_data)?;
+        self.session.unsubscribe(&uri);
         Ok(())
     }
 
@@ -364,9 +370,9 @@ impl ServerHandler for ResmuxServer {
         accepted.resources_list_changed = requested.resources_list_changed;
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
-                .filter(|uri| namespace::uri::split(uri).is_ok())
+                .filter_map(|uri| Uri::parse(uri).ok())
                 .take(MAX_SUBSCRIPTIONS_PER_SESSION)
-                .cloned()
+                .map(|uri| uri.as_str().to_owned())
                 .collect()
         });
         Some(accepted)
@@ -438,6 +444,14 @@ fn rate_limited(message: String) -> ErrorData {
 /// JSON-RPC code of a read refused by the client's rate limit (in the range
 /// JSON-RPC leaves to servers).
 const RATE_LIMITED: i32 = -32029;
+
+/// Parses a client's URI at the edge, into the one spelling the host keys on.
+fn parse_uri(uri: &str) -> Result<Uri, NamespaceError> {
+    Uri::parse(uri).map_err(|reason| NamespaceError::InvalidUri {
+        uri: uri.to_owned(),
+        reason,
+    })
+}
 
 fn error_data(error: NamespaceError) -> ErrorData {
     let message = error.to_string();

@@ -20,6 +20,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, SubscriptionContext};
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::namespace::uri::Uri;
 use crate::namespace::{Event, Namespace, Scope};
 
 /// How often a forwarder checks that its session is still there.
@@ -45,7 +46,8 @@ impl Session {
     }
 
     /// Follows `uri`; refused when the session follows its most already.
-    pub fn subscribe(&self, uri: &str) -> Result<(), String> {
+    pub fn subscribe(&self, uri: &Uri) -> Result<(), String> {
+        let uri = uri.as_str();
         let mut subscribed = self.lock();
         if subscribed.contains(uri) {
             return Ok(());
@@ -60,7 +62,8 @@ impl Session {
         Ok(())
     }
 
-    pub fn unsubscribe(&self, uri: &str) {
+    pub fn unsubscribe(&self, uri: &Uri) {
+        let uri = uri.as_str();
         if self.lock().remove(uri) {
             self.namespace.subscriptions().remove(uri);
         }
@@ -135,8 +138,10 @@ pub async fn listen(namespace: &Namespace, context: SubscriptionContext, scope: 
     let uris: BTreeSet<String> = accepted
         .resource_subscriptions
         .unwrap_or_default()
-        .into_iter()
+        .iter()
+        .filter_map(|uri| Uri::parse(uri).ok())
         .filter(|uri| namespace.check_servable(uri, &scope).is_ok())
+        .map(|uri| uri.as_str().to_owned())
         .collect();
     let _subscribed = Counted::new(namespace, &uris);
     let mut events = namespace.events();

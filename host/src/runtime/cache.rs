@@ -40,6 +40,8 @@ pub enum Origin {
     Compiled,
     /// Loaded from the cache.
     Cached,
+    /// Already loaded for another mount of the same bytes, and shared.
+    Shared,
 }
 
 /// A directory of compiled components and the key that vouches for them, or

@@ -13,20 +13,20 @@ mod health;
 mod plugin;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use bindings::PluginInfo;
 pub use cache::{CompileCache, Origin};
 pub use handles::HandleBudget;
 pub use plugin::WasmPlugin;
 
-use crate::policy::limits::{DEFAULT_STACK_KIB, EPOCH_TICK};
+use crate::policy::limits::{DEFAULT_STACK_KIB, EPOCH_TICK, MAX_MEMORY_MIB, MAX_TABLE_ELEMENTS};
 use crate::policy::{self, Policy, Sandbox};
 
 /// The engine plugins run on, with what every plugin gets linked once
@@ -37,22 +37,43 @@ use crate::policy::{self, Policy, Sandbox};
 /// default, and so share one).
 #[derive(Clone)]
 pub struct Runtime {
-    engine: Engine,
-    linker: Arc<Linker<Sandbox>>,
+    on: Arc<Engined>,
     cache: CompileCache,
     handles: HandleBudget,
-    engines: Arc<Mutex<HashMap<u32, Engined>>>,
+    engines: Arc<Mutex<HashMap<u32, Arc<Engined>>>>,
 }
 
-/// An engine and the linker every plugin on it starts from.
-type Engined = (Engine, Arc<Linker<Sandbox>>);
+/// An engine, the linker every plugin on it starts from, and the components
+/// loaded on it by digest: every mount of the same bytes shares one compiled
+/// component (its machine code and memory images).
+struct Engined {
+    engine: Engine,
+    linker: Linker<Sandbox>,
+    components: Mutex<HashMap<String, Arc<Component>>>,
+}
 
 /// Stack above the plugin's own that a call's fiber keeps for the host.
 const HOST_STACK: usize = 1536 * 1024;
 
+/// Instances (and their linear memories, tables and fiber stacks) the
+/// pooling allocator of one engine holds at once. Only address space is
+/// reserved up front; a slot costs memory once it is used, and a slot
+/// released keeps its mappings for the next instance of the same component.
+const POOLED_INSTANCES: u32 = 1_000;
+
+/// Bytes of a released memory or table that stay mapped and are reset by
+/// copying (only the pages the call dirtied, where the kernel can say which:
+/// `PAGEMAP_SCAN`, Linux 6.7) rather than handed back to the kernel: the
+/// next call then takes no page faults and the host no TLB shootdowns.
+const KEEP_RESIDENT: usize = 1 << 20;
+
+/// Core instances in the pool: a component built by componentize-py or
+/// componentize-js holds a dozen or more.
+const POOLED_CORE_INSTANCES: u32 = 20 * POOLED_INSTANCES;
+
 /// A component compiled and checked against the contract, not yet started.
 pub struct Compiled {
-    pub component: Component,
+    pub component: Arc<Component>,
     /// Lowercase hex SHA-256 of the component's bytes.
     pub digest: String,
     pub origin: Origin,
@@ -63,11 +84,10 @@ impl Runtime {
     /// Creates the engine for the default stack limit; plugins share
     /// `handles`.
     pub fn new(cache: CompileCache, handles: HandleBudget) -> Result<Self> {
-        let (engine, linker) = new_engine(DEFAULT_STACK_KIB)?;
-        let engines = HashMap::from([(DEFAULT_STACK_KIB, (engine.clone(), linker.clone()))]);
+        let on = Arc::new(Engined::new(DEFAULT_STACK_KIB)?);
+        let engines = HashMap::from([(DEFAULT_STACK_KIB, on.clone())]);
         Ok(Self {
-            engine,
-            linker,
+            on,
             cache,
             handles,
             engines: Arc::new(Mutex::new(engines)),
@@ -78,30 +98,26 @@ impl Runtime {
     /// engine is created on first use, with the clock that drives its time
     /// limits.
     pub fn with_stack(&self, stack_kib: u32) -> Result<Self> {
-        let mut engines = self
-            .engines
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        let (engine, linker) = match engines.get(&stack_kib) {
-            Some(engined) => engined.clone(),
+        let mut engines = self.engines.lock().unwrap_or_else(PoisonError::into_inner);
+        let on = match engines.get(&stack_kib) {
+            Some(on) => on.clone(),
             None => {
-                let engined = new_engine(stack_kib)?;
-                engines.insert(stack_kib, engined.clone());
-                engined
+                let on = Arc::new(Engined::new(stack_kib)?);
+                engines.insert(stack_kib, on.clone());
+                on
             }
         };
         Ok(Self {
-            engine,
-            linker,
+            on,
             cache: self.cache.clone(),
             handles: self.handles.clone(),
             engines: self.engines.clone(),
         })
     }
 
-    /// Compiles `bytes` (or loads them from the compile cache); with a
-    /// `pin`, bytes of another SHA-256 are refused before anything is
-    /// compiled or loaded.
+    /// Compiles `bytes` (or loads them from the compile cache, or shares
+    /// them with a mount that already loaded them); with a `pin`, bytes of
+    /// another SHA-256 are refused before anything is compiled or loaded.
     pub fn compile(&self, bytes: &[u8], pin: Option<&str>) -> Result<Compiled> {
         let started = Instant::now();
         let digest = hex::encode(Sha256::digest(bytes));
@@ -110,10 +126,16 @@ impl Runtime {
         {
             bail!("its sha256 is {digest}, but the manifest pins {expected}");
         }
-        let (component, origin) = self
-            .cache
-            .component(&self.engine, bytes, &digest)
-            .context("not a loadable component")?;
+        let (component, origin) = match self.on.loaded(&digest) {
+            Some(component) => (component, Origin::Shared),
+            None => {
+                let (component, origin) = self
+                    .cache
+                    .component(&self.on.engine, bytes, &digest)
+                    .context("not a loadable component")?;
+                (self.on.keep(&digest, component), origin)
+            }
+        };
         Ok(Compiled {
             component,
             digest,
@@ -127,11 +149,11 @@ impl Runtime {
     pub fn plugin(
         &self,
         name: &str,
-        component: &Component,
+        component: &Arc<Component>,
         policy: Policy,
         config: Vec<(String, String)>,
     ) -> Result<WasmPlugin> {
-        let mut linker = Linker::clone(&self.linker);
+        let mut linker = self.on.linker.clone();
         policy
             .link(&mut linker, component)
             .context("cannot link what the plugin's grants bring")?;
@@ -144,6 +166,7 @@ impl Runtime {
             .context("the component does not export resmux:provider/provider@0.1.0")?;
         Ok(WasmPlugin::new(
             name.into(),
+            component.clone(),
             pre,
             policy,
             config,
@@ -153,28 +176,84 @@ impl Runtime {
 
     /// Names of what a component imports and exports, for `inspect`.
     pub fn interface(&self, component: &Component) -> (Vec<String>, Vec<String>) {
+        let engine = &self.on.engine;
         let ty = component.component_type();
-        let imports = ty.imports(&self.engine).map(|(name, _)| name.to_owned());
-        let exports = ty.exports(&self.engine).map(|(name, _)| name.to_owned());
+        let imports = ty.imports(engine).map(|(name, _)| name.to_owned());
+        let exports = ty.exports(engine).map(|(name, _)| name.to_owned());
         (imports.collect(), exports.collect())
     }
 }
 
-/// An engine whose plugins get `stack_kib` KiB of stack, and its common
-/// linker.
-fn new_engine(stack_kib: u32) -> Result<Engined> {
-    let stack = stack_kib as usize * 1024;
-    let mut config = Config::new();
-    config
-        .wasm_component_model(true)
-        .epoch_interruption(true)
-        .max_wasm_stack(stack)
-        .async_stack_size(stack + HOST_STACK);
-    let engine = Engine::new(&config)?;
-    let mut linker = Linker::new(&engine);
-    policy::link_common(&mut linker)?;
-    spawn_epoch_clock(&engine);
-    Ok((engine, Arc::new(linker)))
+impl Engined {
+    /// An engine whose plugins get `stack_kib` KiB of stack, its instances
+    /// drawn from a pool, and its common linker.
+    fn new(stack_kib: u32) -> Result<Self> {
+        let stack = stack_kib as usize * 1024;
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(stack)
+            .async_stack_size(stack + HOST_STACK)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool()));
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        policy::link_common(&mut linker)?;
+        spawn_epoch_clock(&engine);
+        Ok(Self {
+            engine,
+            linker,
+            components: Mutex::default(),
+        })
+    }
+
+    /// The component of `digest`, if a plugin on this engine still uses it.
+    fn loaded(&self, digest: &str) -> Option<Arc<Component>> {
+        let components = self
+            .components
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        components.get(digest).cloned()
+    }
+
+    /// Shares `component` under `digest`, forgetting components no plugin
+    /// holds any more.
+    fn keep(&self, digest: &str, component: Component) -> Arc<Component> {
+        let mut components = self
+            .components
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        components.retain(|_, held| Arc::strong_count(held) > 1);
+        components
+            .entry(digest.to_owned())
+            .or_insert_with(|| Arc::new(component))
+            .clone()
+    }
+}
+
+/// The pooling allocator's settings: an instance is a few microseconds and
+/// no system call away, its memories set up from copy-on-write images of the
+/// component's data, reset in place when released, and its fiber stack
+/// taken from the pool. Every slot
+/// fits the largest limits a plugin may be given (`memory_mib`,
+/// `table_elements`); a plugin's own limits are enforced by its store.
+fn pool() -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(POOLED_INSTANCES)
+        .total_core_instances(POOLED_CORE_INSTANCES)
+        .total_memories(POOLED_INSTANCES)
+        .total_tables(2 * POOLED_INSTANCES)
+        .total_stacks(POOLED_INSTANCES)
+        .max_component_instance_size(8 << 20)
+        .max_core_instance_size(8 << 20)
+        .max_memories_per_module(4)
+        .max_tables_per_module(4)
+        .max_memory_size((MAX_MEMORY_MIB as usize) << 20)
+        .table_elements(MAX_TABLE_ELEMENTS as usize)
+        .pagemap_scan(Enabled::Auto)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT);
+    pool
 }
 
 /// Advances the engine's epoch until the engine is dropped.

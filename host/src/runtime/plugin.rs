@@ -1,18 +1,20 @@
 //! One loaded plugin and the path of every call into it: a slot among the
 //! plugin's concurrent calls and its share of the host's descriptor budget,
 //! a fresh store and instance under its policy (its resource table capped at
-//! `max_handles`), `init` with the operator's config, the call itself, all
-//! within the time limit. A store is never reused, so a trap or a cancelled
-//! call leaves nothing behind. Faults are counted ([`super::health`]), and a
-//! plugin (or one of its paths) that keeps faulting is quarantined.
+//! `max_handles`) with its instance from the engine's pool, `init` with the
+//! operator's config, the call itself, all within the time limit. A store is
+//! never reused (its pooled slot is, reset to the component's initial
+//! image), so a trap or a cancelled call leaves nothing behind. Faults are
+//! counted ([`super::health`]), and a plugin (or one of its paths) that
+//! keeps faulting is quarantined.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use wasmtime::component::ResourceTableError;
-use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime::component::{Component, ResourceTableError};
+use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
 use super::bindings::{Guest, PluginInfo, PluginPre};
 use super::handles::HandleBudget;
@@ -33,6 +35,9 @@ pub struct WasmPlugin {
 /// of a plugin with file grants.
 struct Shared {
     name: Arc<str>,
+    /// The compiled component, shared with every other mount of it for as
+    /// long as one of them is loaded.
+    _component: Arc<Component>,
     pre: PluginPre<Sandbox>,
     policy: Policy,
     config: Vec<(String, String)>,
@@ -53,6 +58,7 @@ type Held = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 impl WasmPlugin {
     pub(super) fn new(
         name: Arc<str>,
+        component: Arc<Component>,
         pre: PluginPre<Sandbox>,
         policy: Policy,
         config: Vec<(String, String)>,
@@ -63,6 +69,7 @@ impl WasmPlugin {
         Self {
             shared: Arc::new(Shared {
                 name,
+                _component: component,
                 pre,
                 policy,
                 config,
@@ -240,6 +247,12 @@ impl Shared {
         let mut store = self.new_store()?;
         let plugin = match self.pre.instantiate_async(&mut store).await {
             Ok(plugin) => plugin,
+            Err(error) if error.is::<PoolConcurrencyLimitError>() => {
+                return Err(ProviderError::Unavailable(format!(
+                    "plugin {} cannot start an instance for {operation}: {error}",
+                    self.name
+                )));
+            }
             Err(error) => return Err(self.fault(operation, &store, error)),
         };
         let guest = plugin.resmux_provider_provider();

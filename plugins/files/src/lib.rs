@@ -87,16 +87,11 @@ impl Guest for Files {
 
     fn list(cursor: Option<String>) -> Result<ResourcePage, Error> {
         let settings = settings();
-        let files = tree::files(&settings.root)?;
         // The cursor is the last path sent: stable even if files come and go.
-        let start = match &cursor {
-            None => 0,
-            Some(last) => files.partition_point(|file| file.path.as_str() <= last.as_str()),
-        };
-        let end = (start + settings.page_size).min(files.len());
+        let (files, more) = tree::page(&settings.root, cursor.as_deref(), settings.page_size)?;
         Ok(ResourcePage {
-            resources: files[start..end].iter().map(resource).collect(),
-            next_cursor: (end < files.len()).then(|| files[end - 1].path.clone()),
+            next_cursor: files.last().filter(|_| more).map(|file| file.path.clone()),
+            resources: files.iter().map(resource).collect(),
             cache: None,
         })
     }

@@ -145,6 +145,91 @@ pub fn files(root: &str) -> Result<Vec<File>, Error> {
     Ok(files)
 }
 
+/// At most `limit` regular files below `root` that come after `after` (a URI
+/// path this function handed out) in URI path order, and whether more
+/// follow. Directories wholly before `after` are never read, and only the
+/// files returned are looked at (`stat`), so each page costs about what it
+/// returns, however large the tree.
+pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>, bool), Error> {
+    let mut names = Vec::new();
+    collect_after(root, "", after, limit + 1, &mut names)?;
+    let more = names.len() > limit;
+    names.truncate(limit);
+    let files = names
+        .into_iter()
+        .map(|relative| {
+            let metadata = std::fs::metadata(resolve(root, &relative)?)
+                .map_err(|error| io_error(&relative, error))?;
+            let modified = metadata
+                .modified()
+                .ok()
+                .and_then(|time| time.duration_since(UNIX_EPOCH).ok());
+            Ok(File {
+                path: encode(&relative),
+                size: metadata.len(),
+                modified: modified.map(|since| iso8601(since.as_secs())),
+                modified_nanos: modified.map_or(0, |since| since.as_nanos()),
+                relative,
+            })
+        })
+        .collect::<Result<_, Error>>()?;
+    Ok((files, more))
+}
+
+/// Adds to `found` the relative paths of the files below `directory` whose
+/// URI paths come after `after`, in URI path order, until it holds `wanted`.
+/// Entries sort by their encoded name, with a '/' after a directory's, which
+/// is the order of the full URI paths below them.
+fn collect_after(
+    root: &str,
+    directory: &str,
+    after: Option<&str>,
+    wanted: usize,
+    found: &mut Vec<String>,
+) -> Result<(), Error> {
+    let host_path = resolve(root, directory)?;
+    let reader = std::fs::read_dir(&host_path).map_err(|error| io_error(directory, error))?;
+    let mut children = Vec::new();
+    for item in reader {
+        let item = item.map_err(|error| io_error(directory, error))?;
+        let (Ok(name), Ok(kind)) = (item.file_name().into_string(), item.file_type()) else {
+            continue;
+        };
+        let relative = if directory.is_empty() {
+            name
+        } else {
+            format!("{directory}/{name}")
+        };
+        let mut key = encode(&relative);
+        if kind.is_dir() {
+            key.push('/');
+        }
+        children.push((key, relative, kind.is_dir()));
+    }
+    children.sort_unstable();
+    for (key, relative, is_dir) in children {
+        if found.len() == wanted {
+            break;
+        }
+        let wholly_before = after.is_some_and(|after| {
+            if is_dir {
+                after >= key.as_str() && !after.starts_with(&key)
+            } else {
+                after >= key.as_str()
+            }
+        });
+        if wholly_before {
+            continue;
+        }
+        if is_dir {
+            collect_after(root, &relative, after, wanted, found)?;
+        } else {
+            found.push(relative);
+        }
+    }
+    Ok(())
+}
+
 /// Compares the tree with the state a token describes. The token holds the
 /// newest modification time and a hash of all paths: files modified after
 /// that time changed, and a different hash means the listing changed.

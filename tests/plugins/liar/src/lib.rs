@@ -29,7 +29,9 @@ static FETCH_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// resolves: config key `connect`, `host:port`.
 static CONNECT_TO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// How listing misbehaves: config key `list`, `spin` (for ever) or
-/// `long-cursor` (a 100 000-byte cursor).
+/// `long-cursor` (a 100 000-byte cursor); or behaves, and tells on stderr
+/// each time it is asked for a page: `pages/TOTAL/SIZE` lists `p0000` and
+/// on, `SIZE` to a page.
 static LIST_MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 impl Guest for Liar {
@@ -65,6 +67,7 @@ impl Guest for Liar {
                     cache: None,
                 });
             }
+            Some(mode) if mode.starts_with("pages/") => return pages(mode, cursor),
             _ => {}
         }
         // After the first page, every page is the same and hands back the
@@ -434,6 +437,35 @@ fn template(path_template: &str) -> Template {
         icons: Vec::new(),
         meta: None,
     }
+}
+
+/// A page of the honest listing `pages/TOTAL/SIZE`; the cursor is the offset
+/// of the page.
+fn pages(mode: &str, cursor: Option<String>) -> Result<ResourcePage, Error> {
+    let numbers: Vec<usize> = mode
+        .split('/')
+        .skip(1)
+        .filter_map(|number| number.parse().ok())
+        .collect();
+    let [total, size] = numbers[..] else {
+        return Err(Error::InvalidInput(format!(
+            "list mode {mode:?} is not pages/TOTAL/SIZE"
+        )));
+    };
+    eprintln!("liar lists from {cursor:?}");
+    let start = cursor.map_or(Ok(0), |cursor| {
+        cursor
+            .parse()
+            .map_err(|_| Error::InvalidInput(format!("unknown cursor {cursor:?}")))
+    })?;
+    let end = (start + size).min(total);
+    Ok(ResourcePage {
+        resources: (start..end)
+            .map(|index| resource(&format!("p{index:04}"), None))
+            .collect(),
+        next_cursor: (end < total).then(|| end.to_string()),
+        cache: None,
+    })
 }
 
 export!(Liar);
