@@ -3,7 +3,8 @@
 //! in the same run, through a native provider that reads the same files
 //! behind the same namespace interface; the ratio is the price of the
 //! sandbox. Also: compiling the plugin, loading it from the compile cache,
-//! and starting an instance (instantiate plus `init`).
+//! sharing it with another mount once it is loaded, and starting an
+//! instance (instantiate plus `init`).
 //!
 //! Needs `scripts/build` first (it reads `target/plugins/files.wasm`).
 
@@ -134,6 +135,11 @@ fn loading(c: &mut Criterion) {
     group.bench_function("cached load", |b| {
         b.iter(|| cached.compile(&bytes, None).unwrap())
     });
+    let loaded = cached.compile(&bytes, None).unwrap();
+    group.bench_function("another mount of a loaded component", |b| {
+        b.iter(|| cached.compile(&bytes, None).unwrap())
+    });
+    drop(loaded);
     group.finish();
 
     let data = tempfile::tempdir().unwrap();

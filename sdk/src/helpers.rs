@@ -1,5 +1,6 @@
-//! Small constructors for the contract's records, and pagination over a
-//! slice with numeric cursors.
+//! Small constructors for the contract's records, and pagination: over a
+//! slice with numeric cursors, or over entries in key order with the last
+//! key sent as the cursor.
 
 use crate::{
     Body, CacheHint, Content, Error, PluginInfo, ReadResult, Resource, ResourcePage, Template,
@@ -140,4 +141,58 @@ pub fn paginate<T>(
         &items[start..end],
         (end < items.len()).then(|| end.to_string()),
     ))
+}
+
+/// The page of `entries` (given in ascending order of `key`) that comes after
+/// `cursor` (a key this function handed out), `page_size` long, and the
+/// cursor of the next page. It takes from `entries` only up to the end of the
+/// page, so a plugin that produces its entries in order (a sorted walk, a
+/// query) does a page's worth of work per page: resmux asks for each page of
+/// a listing once per walk, and the whole walk stays linear. The cursor is
+/// the last key sent, so pages stay right when entries come and go.
+pub fn page_after<T>(
+    entries: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> &str,
+    cursor: Option<&str>,
+    page_size: usize,
+) -> (Vec<T>, Option<String>) {
+    let mut page: Vec<T> = Vec::new();
+    let mut more = false;
+    let after = entries
+        .into_iter()
+        .filter(|entry| cursor.is_none_or(|cursor| key(entry) > cursor));
+    for entry in after {
+        if page.len() == page_size.max(1) {
+            more = true;
+            break;
+        }
+        page.push(entry);
+    }
+    let next = page
+        .last()
+        .filter(|_| more)
+        .map(|last| key(last).to_owned());
+    (page, next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_after;
+
+    #[test]
+    fn pages_follow_the_last_key_and_take_no_more_than_a_page() {
+        let keys = ["a", "b", "c", "d", "e"];
+        let mut taken = 0;
+        let counted = keys.iter().inspect(|_| taken += 1);
+        let (first, next) = page_after(counted, |key| key, None, 2);
+        assert_eq!((first, next.as_deref()), (vec![&"a", &"b"], Some("b")));
+        assert_eq!(taken, 3, "one entry past the page, to know more follow");
+
+        // "b" is gone and "bb" came since: the next page starts after "b".
+        let changed = ["a", "bb", "c", "d", "e"];
+        let (second, next) = page_after(changed.iter(), |key| key, next.as_deref(), 2);
+        assert_eq!((second, next.as_deref()), (vec![&"bb", &"c"], Some("c")));
+        let (last, next) = page_after(changed.iter(), |key| key, Some("c"), 2);
+        assert_eq!((last, next), (vec![&"d", &"e"], None));
+    }
 }

@@ -53,7 +53,7 @@ pub use bindings::resmux::provider::types::{
     TemplatePage,
 };
 pub use config::Config;
-pub use helpers::{no_cursor, paginate};
+pub use helpers::{no_cursor, page_after, paginate};
 
 /// A plugin. Only `about`, `init`, `list` and `read` are required; a plugin
 /// without templates lists none, one without completion or change reports

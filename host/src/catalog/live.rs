@@ -7,9 +7,9 @@
 //! whose files are gone is unmounted. A replacement that fails to load, such
 //! as a half-copied component or a broken manifest, leaves the old version
 //! serving and says why; the next change tries again. The directories and
-//! files granted to each plugin are watched too: a change there pokes the
-//! plugin's change report, so subscribers hear of it without waiting for the
-//! next poll.
+//! files granted to each plugin are watched too: a change there (not a mere
+//! read, such as the plugin's own) pokes the plugin's change report, so
+//! subscribers hear of it without waiting for the next poll.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use notify::{RecursiveMode, Watcher};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 use tokio::sync::mpsc;
 
@@ -61,7 +61,7 @@ pub fn spawn(
         .watch(folder, RecursiveMode::NonRecursive)
         .with_context(|| format!("cannot watch plugin folder {}", folder.display()))?;
     let (grant_events, mut grant_changes) = mpsc::unbounded_channel();
-    let mut grant_watch = debouncer(grant_events)?;
+    let mut grant_watch = grant_watcher(grant_events)?;
     let mut live = LiveFolder {
         folder: folder.to_owned(),
         runtime,
@@ -69,7 +69,7 @@ pub fn spawn(
         namespace,
         serving: loaded.iter().map(serving).collect(),
     };
-    let mut watched_grants = live.watch_grants(grant_watch.watcher(), &BTreeSet::new());
+    let mut watched_grants = live.watch_grants(&mut grant_watch, &BTreeSet::new());
     tokio::spawn(async move {
         let _folder_watch = folder_watch;
         loop {
@@ -79,12 +79,16 @@ pub fn spawn(
                         tracing::warn!("watching the plugin folder: {error}");
                     }
                     live.sync().await;
-                    watched_grants = live.watch_grants(grant_watch.watcher(), &watched_grants);
+                    watched_grants = live.watch_grants(&mut grant_watch, &watched_grants);
                 }
-                Some(events) = grant_changes.recv() => match events {
-                    Ok(events) => live.poke_owners(events.iter().map(|event| event.path.as_path())),
-                    Err(error) => tracing::warn!("watching granted paths: {error}"),
-                },
+                Some(mut paths) = grant_changes.recv() => {
+                    // One poke for a burst of writes.
+                    tokio::time::sleep(DEBOUNCE).await;
+                    while let Ok(more) = grant_changes.try_recv() {
+                        paths.extend(more);
+                    }
+                    live.poke_owners(paths.iter().map(PathBuf::as_path));
+                }
                 else => return,
             }
         }
@@ -100,6 +104,19 @@ fn debouncer(
         let _ = events.send(result);
     })
     .context("cannot start watching files")
+}
+
+/// Watches granted paths, passing on the paths of every change but reads
+/// (an open, or a close after reading, is no change; the plugin's own reads
+/// would otherwise poke its change report without end).
+fn grant_watcher(paths: mpsc::UnboundedSender<Vec<PathBuf>>) -> Result<RecommendedWatcher> {
+    notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+        Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
+        // The receiver only goes away when the process ends.
+        Ok(event) => drop(paths.send(event.paths)),
+        Err(error) => tracing::warn!("watching granted paths: {error}"),
+    })
+    .context("cannot start watching granted paths")
 }
 
 fn serving(loaded: &Loaded) -> (String, Serving) {

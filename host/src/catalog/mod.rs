@@ -20,6 +20,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
 pub use manifest::Manifest;
@@ -317,14 +318,23 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     })
 }
 
-/// Loads every plugin of `folder`. Plugins that fail are reported and
+/// Loads every plugin of `folder`, as many at once as there are cores (in
+/// the folder's order all the same). Plugins that fail are reported and
 /// skipped, except in locked mode, where any failure is an error.
 pub async fn load_folder(runtime: &Runtime, folder: &Path, rules: &Rules) -> Result<Loading> {
     let (entries, mut failures) = scan(folder)?;
+    let at_once = std::thread::available_parallelism().map_or(1, usize::from);
+    let outcomes: Vec<_> = futures::stream::iter(entries)
+        .map(|entry| async move {
+            let declared_by = entry.declared_by.clone();
+            (declared_by, load(runtime, entry, rules).await)
+        })
+        .buffered(at_once)
+        .collect()
+        .await;
     let mut loaded = Vec::new();
-    for entry in entries {
-        let declared_by = entry.declared_by.clone();
-        match load(runtime, entry, rules).await {
+    for (declared_by, outcome) in outcomes {
+        match outcome {
             Ok(plugin) => loaded.push(plugin),
             Err(error) => failures.push(Failure { declared_by, error }),
         }

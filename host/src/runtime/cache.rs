@@ -170,7 +170,7 @@ impl Stored {
             bail!("it is not a regular file");
         }
         only_ours(&metadata, 0o022)?;
-        let mut tagged = Vec::new();
+        let mut tagged = Vec::with_capacity(metadata.len() as usize);
         file.read_to_end(&mut tagged)?;
         if tagged.len() < TAG_BYTES {
             bail!("it is too short to carry a tag");

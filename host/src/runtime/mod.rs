@@ -13,7 +13,7 @@ mod health;
 mod plugin;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -209,25 +209,25 @@ impl Engined {
 
     /// The component of `digest`, if a plugin on this engine still uses it.
     fn loaded(&self, digest: &str) -> Option<Arc<Component>> {
-        let components = self
-            .components
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        components.get(digest).cloned()
+        self.in_use().get(digest).cloned()
     }
 
-    /// Shares `component` under `digest`, forgetting components no plugin
-    /// holds any more.
+    /// Shares `component` under `digest`.
     fn keep(&self, digest: &str, component: Component) -> Arc<Component> {
+        self.in_use()
+            .entry(digest.to_owned())
+            .or_insert_with(|| Arc::new(component))
+            .clone()
+    }
+
+    /// The components some plugin still holds; the others are forgotten.
+    fn in_use(&self) -> MutexGuard<'_, HashMap<String, Arc<Component>>> {
         let mut components = self
             .components
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         components.retain(|_, held| Arc::strong_count(held) > 1);
         components
-            .entry(digest.to_owned())
-            .or_insert_with(|| Arc::new(component))
-            .clone()
     }
 }
 

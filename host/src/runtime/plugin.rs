@@ -165,7 +165,10 @@ impl WasmPlugin {
             }
         } else {
             let _held = held;
-            tokio::time::timeout(left, shared.call_fresh(operation, init, call))
+            // Boxed: the call's future (a store, an instance, wasmtime's own
+            // futures) is large, and tokio would copy it with every request
+            // task it is part of.
+            tokio::time::timeout(left, Box::pin(shared.call_fresh(operation, init, call)))
                 .await
                 .unwrap_or_else(|_| Err(shared.timed_out(operation)))
         };

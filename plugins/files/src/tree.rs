@@ -148,17 +148,18 @@ pub fn files(root: &str) -> Result<Vec<File>, Error> {
 /// At most `limit` regular files below `root` that come after `after` (a URI
 /// path this function handed out) in URI path order, and whether more
 /// follow. Directories wholly before `after` are never read, and only the
-/// files returned are looked at (`stat`), so each page costs about what it
-/// returns, however large the tree.
+/// files returned are looked at (`stat`, relative to the directory already
+/// open), so each page costs about what it returns, however large the tree.
 pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>, bool), Error> {
-    let mut names = Vec::new();
-    collect_after(root, "", after, limit + 1, &mut names)?;
-    let more = names.len() > limit;
-    names.truncate(limit);
-    let files = names
+    let mut found = Vec::new();
+    collect_after(root, "", after, limit + 1, &mut found)?;
+    let more = found.len() > limit;
+    found.truncate(limit);
+    let files = found
         .into_iter()
-        .map(|relative| {
-            let metadata = std::fs::metadata(resolve(root, &relative)?)
+        .map(|(relative, entry)| {
+            let metadata = entry
+                .metadata()
                 .map_err(|error| io_error(&relative, error))?;
             let modified = metadata
                 .modified()
@@ -176,8 +177,9 @@ pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>,
     Ok((files, more))
 }
 
-/// Adds to `found` the relative paths of the files below `directory` whose
-/// URI paths come after `after`, in URI path order, until it holds `wanted`.
+/// Adds to `found` the files below `directory` (their relative paths and
+/// directory entries) whose URI paths come after `after`, in URI path order,
+/// until it holds `wanted`.
 /// Entries sort by their encoded name, with a '/' after a directory's, which
 /// is the order of the full URI paths below them.
 fn collect_after(
@@ -185,7 +187,7 @@ fn collect_after(
     directory: &str,
     after: Option<&str>,
     wanted: usize,
-    found: &mut Vec<String>,
+    found: &mut Vec<(String, std::fs::DirEntry)>,
 ) -> Result<(), Error> {
     let host_path = resolve(root, directory)?;
     let reader = std::fs::read_dir(&host_path).map_err(|error| io_error(directory, error))?;
@@ -204,10 +206,10 @@ fn collect_after(
         if kind.is_dir() {
             key.push('/');
         }
-        children.push((key, relative, kind.is_dir()));
+        children.push((key, relative, kind.is_dir(), item));
     }
-    children.sort_unstable();
-    for (key, relative, is_dir) in children {
+    children.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for (key, relative, is_dir, item) in children {
         if found.len() == wanted {
             break;
         }
@@ -224,7 +226,7 @@ fn collect_after(
         if is_dir {
             collect_after(root, &relative, after, wanted, found)?;
         } else {
-            found.push(relative);
+            found.push((relative, item));
         }
     }
     Ok(())
