@@ -2,27 +2,27 @@
 //! page by page costs each plugin each of its own pages once per walk,
 //! however small the client's pages; a walk is never served stale entries of
 //! a plugin that gave no cache hint; and a cursor into a snapshot dropped
-//! since still finishes its walk, in order and without repeats. The plugin
-//! (`liar`, listing `pages/50/5`) says on stderr each time it is asked for a
-//! page.
+//! since still finishes its walk, in order and without repeats, asking the
+//! plugin again for one page only. The plugin (`liar`, listing
+//! `pages/TOTAL/5`) says on stderr each time it is asked for a page.
 
 use resmux_tests::{Folder, RawServer};
 use serde_json::json;
 
 const ASKED: &str = "liar lists from";
 
-fn folder() -> Folder {
+fn folder(total: usize) -> Folder {
     let folder = Folder::new();
     folder
         .plugin("liar", "liar")
-        .manifest("liar", "[config]\nlist = \"pages/50/5\"\n")
+        .manifest("liar", &format!("[config]\nlist = \"pages/{total}/5\"\n"))
         .plugin("notes", "notes");
     folder
 }
 
-/// The 50 entries of the liar, then the 5 notes, in listing order.
-fn expected() -> Vec<String> {
-    let liar = (0..50).map(|index| format!("liar://p{index:04}"));
+/// The `total` entries of the liar, then the 5 notes, in listing order.
+fn expected(total: usize) -> Vec<String> {
+    let liar = (0..total).map(|index| format!("liar://p{index:04}"));
     let notes = ["welcome", "paths", "errors", "pagination", "groceries"]
         .map(|id| format!("notes://notes/{id}"));
     liar.chain(notes).collect()
@@ -63,12 +63,12 @@ async fn walk_from(server: &mut RawServer, mut cursor: Option<String>) -> Vec<St
 
 #[tokio::test]
 async fn a_walk_asks_the_plugin_for_each_of_its_pages_once() {
-    let folder = folder();
+    let folder = folder(50);
     let mut server = RawServer::start(folder.path(), &["--page-size", "3"]).unwrap();
     // 55 entries on 19 client pages of 3; the liar has 10 pages of 5.
-    assert_eq!(walk_from(&mut server, None).await, expected());
+    assert_eq!(walk_from(&mut server, None).await, expected(50));
     // No cache hint: a new walk asks the plugin afresh, once per page again.
-    assert_eq!(walk_from(&mut server, None).await, expected());
+    assert_eq!(walk_from(&mut server, None).await, expected(50));
     let stderr = server.stop().await.unwrap();
     assert_eq!(stderr.matches(ASKED).count(), 20, "{stderr}");
     assert_eq!(stderr.matches(&format!("{ASKED} None")).count(), 2);
@@ -77,24 +77,33 @@ async fn a_walk_asks_the_plugin_for_each_of_its_pages_once() {
 
 #[tokio::test]
 async fn a_cursor_into_a_dropped_snapshot_finishes_its_walk() {
-    let folder = folder();
+    let folder = folder(400);
     let mut server = RawServer::start(folder.path(), &["--page-size", "3"]).unwrap();
-    let (first, cursor) = page(&mut server, None).await;
-    let (second, cursor) = page(&mut server, cursor.as_deref()).await;
-    // Five more walks start, and the first walk's snapshot is dropped.
-    for _ in 0..5 {
-        let (started, _) = page(&mut server, None).await;
-        assert_eq!(started, expected()[..3]);
+    // 67 pages of 3 take the walk 201 entries in: 41 pages of the plugin.
+    let mut walked = Vec::new();
+    let mut cursor = None;
+    for _ in 0..67 {
+        let (uris, next) = page(&mut server, cursor.as_deref()).await;
+        walked.extend(uris);
+        cursor = next;
     }
-    let rest = walk_from(&mut server, cursor).await;
-    let walked: Vec<String> = [first, second, rest].concat();
-    assert_eq!(walked, expected());
-    server.stop().await.unwrap();
+    // Ten more walks start, and the first walk's snapshot is dropped.
+    for _ in 0..10 {
+        let (started, _) = page(&mut server, None).await;
+        assert_eq!(started, expected(400)[..3]);
+    }
+    walked.extend(walk_from(&mut server, cursor).await);
+    assert_eq!(walked, expected(400));
+    let stderr = server.stop().await.unwrap();
+    // 41 pages, one for each new walk, then the page the walk stood in
+    // (entries 200 to 204) again and the 39 after it.
+    assert_eq!(stderr.matches(ASKED).count(), 41 + 10 + 40, "{stderr}");
+    assert_eq!(stderr.matches(&format!("{ASKED} Some(\"200\")")).count(), 2);
 }
 
 #[tokio::test]
 async fn walks_side_by_side_each_see_a_whole_listing() {
-    let folder = folder();
+    let folder = folder(50);
     let mut server = RawServer::start(folder.path(), &["--page-size", "4"]).unwrap();
     let mut cursors: Vec<Option<String>> = vec![None, None, None];
     let mut walked: Vec<Vec<String>> = vec![Vec::new(); 3];
@@ -111,7 +120,7 @@ async fn walks_side_by_side_each_see_a_whole_listing() {
         }
     }
     for uris in &walked {
-        assert_eq!(uris, &expected());
+        assert_eq!(uris, &expected(50));
     }
     let stderr = server.stop().await.unwrap();
     // Each walk asked for its own snapshot of 10 pages; none asked twice.

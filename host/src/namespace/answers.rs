@@ -27,7 +27,7 @@ pub const DEFAULT_CACHE: crate::contract::CacheHint = crate::contract::CacheHint
 /// An entry of a listing: how to fetch a page of it, and how to admit one.
 pub trait Listable: Sized + Send {
     /// The entry once validated and given its scheme.
-    type Admitted: Clone + Send + Sync + 'static;
+    type Admitted: Clone + snapshot::Weigh + Send + Sync + 'static;
     const LISTING: Listing;
     /// One page of this listing from `provider`.
     fn fetch(

@@ -2,8 +2,9 @@
 //!
 //! A client's cursor names a position in the merged stream: which scheme, the
 //! listing snapshot of that scheme's plugin the walk is reading (none before
-//! it starts), and how many of its entries were already sent. A plugin's own
-//! cursors stay in the host. It is serialised, authenticated with an HMAC under a key made
+//! it starts), how many of its entries were already sent, and, should that
+//! snapshot be dropped, the plugin's own cursor of the page the walk stands
+//! in and how far into it. It is serialised, authenticated with an HMAC under a key made
 //! when the server starts, and base64url-encoded, so a client can neither read
 //! a plugin's cursor nor forge or splice one. Cursors do not survive a restart.
 
@@ -40,6 +41,13 @@ pub struct Position {
     /// Entries of that snapshot already sent.
     #[serde(rename = "o")]
     pub offset: usize,
+    /// The plugin's cursor of the page the walk stands in (none for its
+    /// first), should the snapshot have been dropped since.
+    #[serde(rename = "c")]
+    pub inner: Option<String>,
+    /// Entries of that page already sent.
+    #[serde(rename = "k")]
+    pub skip: usize,
 }
 
 /// Seals and opens cursors with one secret key.
@@ -107,6 +115,8 @@ mod tests {
             scheme: "notes".into(),
             snapshot: Some(2),
             offset: 3,
+            inner: Some("page-2".into()),
+            skip: 1,
         }
     }
 

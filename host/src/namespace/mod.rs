@@ -36,7 +36,7 @@ use changes::Subscriptions;
 use cursor::{CursorSeal, Listing, Position};
 use promises::Promises;
 pub use scope::Scope;
-use snapshot::{Snapshots, merge_cache};
+use snapshot::{Resume, Snapshots, merge_cache};
 use uri::{SyntaxError, Uri};
 use validate::JsonObject;
 
@@ -79,6 +79,44 @@ pub struct Template {
     pub uri_template: String,
     pub metadata: Metadata,
     pub meta: Option<JsonObject>,
+}
+
+impl snapshot::Weigh for Resource {
+    fn weight(&self) -> usize {
+        self.uri.len() + metadata_weight(&self.metadata, self.meta.as_ref())
+    }
+}
+
+impl snapshot::Weigh for Template {
+    fn weight(&self) -> usize {
+        self.uri_template.len() + metadata_weight(&self.metadata, self.meta.as_ref())
+    }
+}
+
+/// A rough count of the bytes of an entry's descriptive fields.
+fn metadata_weight(metadata: &Metadata, meta: Option<&JsonObject>) -> usize {
+    let text = |text: &Option<String>| text.as_ref().map_or(0, String::len);
+    let icons: usize = metadata
+        .icons
+        .iter()
+        .map(|icon| icon.src.len() + text(&icon.mime_type) + icon.sizes.concat().len())
+        .sum();
+    let annotations = metadata
+        .annotations
+        .as_ref()
+        .map_or(0, |annotations| text(&annotations.last_modified) + 16);
+    let meta = meta.map_or(0, |meta| {
+        serde_json::to_vec(meta).map_or(0, |bytes| bytes.len())
+    });
+    std::mem::size_of::<Resource>()
+        + metadata.name.len()
+        + text(&metadata.title)
+        + text(&metadata.description)
+        + text(&metadata.mime_type)
+        + text(&metadata.meta)
+        + icons
+        + annotations
+        + meta
 }
 
 /// One content item of a read, with its full URI.
@@ -494,7 +532,14 @@ impl Namespace {
             };
             let snapshots = T::snapshots(mount);
             let snapshot = match position.snapshot {
-                Some(id) => snapshots.resume(id),
+                Some(id) => snapshots.resume(
+                    id,
+                    position.offset,
+                    Resume {
+                        cursor: position.inner.clone(),
+                        skip: position.skip,
+                    },
+                ),
                 None => snapshots.for_new_walk(),
             };
             let room = self.page_size - items.len();
@@ -514,6 +559,8 @@ impl Namespace {
                 Some(Position {
                     snapshot: Some(snapshot.id()),
                     offset,
+                    inner: taken.resume.cursor,
+                    skip: taken.resume.skip,
                     ..position
                 })
             };
@@ -606,6 +653,8 @@ fn next_scheme(
             scheme: scheme.clone(),
             snapshot: None,
             offset: 0,
+            inner: None,
+            skip: 0,
         })
 }
 

@@ -12,10 +12,11 @@
 //! hint says it is fresh (a plugin that gives no hint is asked afresh for
 //! every new walk) and until the plugin reports a change of its listing; a
 //! walk under way keeps its snapshot to its end, so pages never shift under
-//! it. The last [`KEPT`] snapshots of a mount are kept; a cursor into one
-//! dropped since resumes at the same offset in a new one.
+//! it. The [`KEPT`] snapshots of a mount used last are kept; a cursor into
+//! one dropped since carries the plugin's cursor of the page it stands in,
+//! and resumes from that page in a new one.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -24,43 +25,60 @@ use futures::future::BoxFuture;
 
 use crate::contract::CacheHint;
 
-/// Snapshots kept per mount and listing, for the walks still under way.
-const KEPT: usize = 4;
+/// Snapshots kept per mount and listing, for the walks still under way; the
+/// one used longest ago goes first.
+const KEPT: usize = 8;
 
-/// Entries one snapshot holds at most; a listing longer than this ends there
-/// (and says so in the log), so that no plugin can make the host hoard
-/// memory.
+/// Entries one snapshot holds at most, and their bytes (a rough count of
+/// their text); a listing longer than either ends there (and says so in the
+/// log), so that no plugin can make the host hoard memory.
 pub const MAX_SNAPSHOT_ENTRIES: usize = 1_000_000;
+pub const MAX_SNAPSHOT_BYTES: usize = 64 << 20;
+
+/// Snapshot ids, unique in the process, so that a cursor never lands in a
+/// snapshot of another plugin or version.
+static LAST_ID: AtomicU64 = AtomicU64::new(0);
+
+/// What an entry of a snapshot weighs against [`MAX_SNAPSHOT_BYTES`].
+pub trait Weigh {
+    fn weight(&self) -> usize;
+}
 
 /// The snapshots of one listing of one mount.
 pub struct Snapshots<T> {
     kept: Mutex<VecDeque<Arc<Snapshot<T>>>>,
-    last_id: AtomicU64,
 }
 
 /// One walk of a plugin's listing, filled as far as clients have needed.
 pub struct Snapshot<T> {
     id: u64,
     started: Instant,
-    /// No new walk may start here: the plugin reported a change, or the walk
-    /// failed part-way.
+    /// No new walk may start here: the plugin reported a change, a page
+    /// failed, or the snapshot does not start at the listing's beginning.
     stale: AtomicBool,
     /// The shortest lifetime of the pages fetched so far, in milliseconds.
     ttl_ms: AtomicU64,
+    /// The offset in the walk of this snapshot's first entry.
+    base: usize,
     filled: tokio::sync::Mutex<Filled<T>>,
 }
 
 struct Filled<T> {
     items: Vec<T>,
+    bytes: usize,
     pages: Vec<Fetch>,
     /// The plugin's cursor for its next page (none for its first), or
     /// `None` once the listing has ended.
     next: Option<Option<String>>,
+    /// Every cursor the plugin gave, so that a listing going round in
+    /// circles ends.
+    seen: HashSet<String>,
 }
 
-/// Where one page of the plugin ended in the snapshot, and what it said of
-/// its own lifetime.
+/// One page of the plugin in the snapshot: the cursor that fetched it,
+/// where it ended, and what it said of its own lifetime.
 struct Fetch {
+    cursor: Option<String>,
     end: usize,
     cache: CacheHint,
     at: Instant,
@@ -73,41 +91,61 @@ pub struct Page<T> {
     pub cache: CacheHint,
 }
 
+/// Where a walk stands in the plugin's own pages: the cursor of the page
+/// it is in, and how many entries of that page it has had. A cursor whose
+/// snapshot was dropped resumes from here, at the cost of one page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Resume {
+    pub cursor: Option<String>,
+    pub skip: usize,
+}
+
 /// Entries taken from a snapshot for one client page.
 pub struct Taken<T> {
     pub items: Vec<T>,
     /// The hint of the plugin pages they came from, aged since they came.
     pub cache: Option<CacheHint>,
-    /// Whether the listing ends after them.
+    /// Whether the walk ends after them in this listing: it ended, or a
+    /// page failed (the walk passes over the rest, and a later walk asks
+    /// again).
     pub ended: bool,
+    /// Where the walk then stands in the plugin's pages.
+    pub resume: Resume,
 }
 
 impl<T> Default for Snapshots<T> {
     fn default() -> Self {
         Self {
             kept: Mutex::default(),
-            last_id: AtomicU64::new(0),
         }
     }
 }
 
-impl<T: Clone> Snapshots<T> {
+impl<T: Clone + Weigh> Snapshots<T> {
     /// The snapshot a new walk starts from: the newest, while it is fresh,
     /// or else a new one.
     pub fn for_new_walk(&self) -> Arc<Snapshot<T>> {
         let mut kept = self.lock();
         match kept.back() {
             Some(newest) if newest.fresh() => newest.clone(),
-            _ => self.start(&mut kept),
+            _ => keep(&mut kept, Snapshot::new(0, None, false)),
         }
     }
 
-    /// The snapshot `id` of a walk under way, or a new one if it was dropped.
-    pub fn resume(&self, id: u64) -> Arc<Snapshot<T>> {
+    /// The snapshot `id` of a walk under way, at `offset`; if it was
+    /// dropped, a new one from the plugin page the walk stands in, which
+    /// `at` names.
+    pub fn resume(&self, id: u64, offset: usize, at: Resume) -> Arc<Snapshot<T>> {
         let mut kept = self.lock();
-        match kept.iter().find(|snapshot| snapshot.id == id) {
-            Some(snapshot) => snapshot.clone(),
-            None => self.start(&mut kept),
+        match kept.iter().position(|snapshot| snapshot.id == id) {
+            Some(index) => {
+                let snapshot = kept.remove(index).expect("the index was just found");
+                keep(&mut kept, snapshot)
+            }
+            None => {
+                let base = offset.saturating_sub(at.skip);
+                keep(&mut kept, Snapshot::new(base, at.cursor, true))
+            }
         }
     }
 
@@ -119,32 +157,41 @@ impl<T: Clone> Snapshots<T> {
         }
     }
 
-    fn start(&self, kept: &mut VecDeque<Arc<Snapshot<T>>>) -> Arc<Snapshot<T>> {
-        let id = self.last_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let snapshot = Arc::new(Snapshot {
-            id,
-            started: Instant::now(),
-            stale: AtomicBool::new(false),
-            ttl_ms: AtomicU64::new(u64::MAX),
-            filled: tokio::sync::Mutex::new(Filled {
-                items: Vec::new(),
-                pages: Vec::new(),
-                next: Some(None),
-            }),
-        });
-        if kept.len() == KEPT {
-            kept.pop_front();
-        }
-        kept.push_back(snapshot.clone());
-        snapshot
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Snapshot<T>>>> {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl<T: Clone> Snapshot<T> {
+/// Puts `snapshot` last among the kept (the most recently used), dropping
+/// the one used longest ago if there are too many.
+fn keep<T>(kept: &mut VecDeque<Arc<Snapshot<T>>>, snapshot: Arc<Snapshot<T>>) -> Arc<Snapshot<T>> {
+    if kept.len() == KEPT {
+        kept.pop_front();
+    }
+    kept.push_back(snapshot.clone());
+    snapshot
+}
+
+impl<T: Clone + Weigh> Snapshot<T> {
+    /// A snapshot whose first entry is at `base` in the walk, filled from
+    /// the plugin page `cursor` names.
+    fn new(base: usize, cursor: Option<String>, stale: bool) -> Arc<Self> {
+        Arc::new(Self {
+            id: LAST_ID.fetch_add(1, Ordering::Relaxed) + 1,
+            started: Instant::now(),
+            stale: AtomicBool::new(stale),
+            ttl_ms: AtomicU64::new(u64::MAX),
+            base,
+            filled: tokio::sync::Mutex::new(Filled {
+                items: Vec::new(),
+                bytes: 0,
+                pages: Vec::new(),
+                next: Some(cursor),
+                seen: HashSet::new(),
+            }),
+        })
+    }
+
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -157,11 +204,13 @@ impl<T: Clone> Snapshot<T> {
         !self.stale.load(Ordering::Relaxed) && self.started.elapsed() < ttl
     }
 
-    /// Up to `room` entries from `offset` on, asking the plugin (through
-    /// `fetch`, given the plugin's cursor) for the pages not yet fetched,
-    /// at most `calls` of them. `fetch` answers `None` for a page that
-    /// failed or broke the contract (it says why in the log): the listing
-    /// ends there, and no new walk starts from this snapshot.
+    /// Up to `room` entries from `offset` (in the walk) on, asking the
+    /// plugin (through `fetch`, given the plugin's cursor) for the pages not
+    /// yet fetched, at most `calls` of them. `fetch` answers `None` for a
+    /// page that failed or broke the contract (it says why in the log):
+    /// this walk passes over the rest, no new walk starts from this
+    /// snapshot, and a walk that resumes it asks for that page again. A
+    /// call cancelled part-way leaves the snapshot as it was.
     pub async fn take<'a>(
         &self,
         offset: usize,
@@ -170,58 +219,107 @@ impl<T: Clone> Snapshot<T> {
         mut fetch: impl FnMut(Option<String>) -> BoxFuture<'a, Option<Page<T>>>,
     ) -> Taken<T> {
         let mut filled = self.filled.lock().await;
-        let wanted = offset.saturating_add(room);
+        let start = offset.saturating_sub(self.base);
+        let wanted = start.saturating_add(room);
+        let mut failed = false;
         while filled.items.len() < wanted && *calls > 0 {
-            let Some(cursor) = filled.next.take() else {
+            let Some(cursor) = filled.next.clone() else {
                 break;
             };
             *calls -= 1;
-            let Some(page) = fetch(cursor).await else {
+            let Some(page) = fetch(cursor.clone()).await else {
                 self.stale.store(true, Ordering::Relaxed);
+                failed = true;
                 break;
             };
-            let fits = MAX_SNAPSHOT_ENTRIES - filled.items.len();
-            let cut = page.items.len() > fits;
-            if cut {
-                tracing::warn!(
-                    "a listing was cut at {MAX_SNAPSHOT_ENTRIES} entries, the most one walk holds"
-                );
-            }
-            filled.items.extend(page.items.into_iter().take(fits));
-            let end = filled.items.len();
-            filled.pages.push(Fetch {
-                end,
-                cache: page.cache,
-                at: Instant::now(),
-            });
-            self.ttl_ms.fetch_min(page.cache.ttl_ms, Ordering::Relaxed);
-            filled.next = if cut {
-                None
-            } else {
-                page.next_cursor.map(Some)
-            };
+            filled.add(cursor, page);
+            self.ttl_ms.fetch_min(
+                filled.pages.last().map_or(0, |page| page.cache.ttl_ms),
+                Ordering::Relaxed,
+            );
         }
-        let start = offset.min(filled.items.len());
+        let start = start.min(filled.items.len());
         let end = wanted.min(filled.items.len());
-        let cache = (end > start).then(|| {
-            let first_page = filled.pages.partition_point(|page| page.end <= start);
-            let last_page = filled.pages.partition_point(|page| page.end < end);
-            filled.pages[first_page..=last_page]
-                .iter()
-                .map(|page| CacheHint {
-                    ttl_ms: page
-                        .cache
-                        .ttl_ms
-                        .saturating_sub(page.at.elapsed().as_millis() as u64),
-                    scope: page.cache.scope,
-                })
-                .reduce(merge_cache)
-                .expect("entries come from at least one page")
-        });
         Taken {
             items: filled.items[start..end].to_vec(),
-            cache,
-            ended: filled.next.is_none() && end == filled.items.len(),
+            cache: filled.cache(start, end),
+            ended: failed || filled.next.is_none() && end == filled.items.len(),
+            resume: filled.resume_at(end),
+        }
+    }
+}
+
+impl<T: Weigh> Filled<T> {
+    /// Adds the page `cursor` fetched, up to the snapshot's limits.
+    fn add(&mut self, cursor: Option<String>, page: Page<T>) {
+        let mut next = page.next_cursor;
+        if let Some(given) = &next
+            && !self.seen.insert(given.clone())
+        {
+            tracing::warn!("a listing ended where its plugin gave a cursor it had given before");
+            next = None;
+        }
+        for item in page.items {
+            let weight = item.weight();
+            if self.items.len() == MAX_SNAPSHOT_ENTRIES || self.bytes + weight > MAX_SNAPSHOT_BYTES
+            {
+                tracing::warn!(
+                    "a listing was cut at {} entries ({} bytes), the most one walk holds",
+                    self.items.len(),
+                    self.bytes
+                );
+                next = None;
+                break;
+            }
+            self.bytes += weight;
+            self.items.push(item);
+        }
+        self.pages.push(Fetch {
+            cursor,
+            end: self.items.len(),
+            cache: page.cache,
+            at: Instant::now(),
+        });
+        self.next = next.map(Some);
+    }
+
+    /// The hint of the plugin pages entries `start..end` came from.
+    fn cache(&self, start: usize, end: usize) -> Option<CacheHint> {
+        if end <= start {
+            return None;
+        }
+        let first_page = self.pages.partition_point(|page| page.end <= start);
+        let last_page = self.pages.partition_point(|page| page.end < end);
+        self.pages[first_page..=last_page]
+            .iter()
+            .map(|page| CacheHint {
+                ttl_ms: page
+                    .cache
+                    .ttl_ms
+                    .saturating_sub(page.at.elapsed().as_millis() as u64),
+                scope: page.cache.scope,
+            })
+            .reduce(merge_cache)
+    }
+
+    /// Where a walk that has had the entries before `end` stands in the
+    /// plugin's pages.
+    fn resume_at(&self, end: usize) -> Resume {
+        let page = self.pages.partition_point(|page| page.end <= end);
+        match self.pages.get(page) {
+            Some(fetch) => {
+                let page_start = page
+                    .checked_sub(1)
+                    .map_or(0, |before| self.pages[before].end);
+                Resume {
+                    cursor: fetch.cursor.clone(),
+                    skip: end - page_start,
+                }
+            }
+            None => Resume {
+                cursor: self.next.clone().flatten(),
+                skip: 0,
+            },
         }
     }
 }

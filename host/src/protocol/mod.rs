@@ -357,8 +357,10 @@ impl ServerHandler for ResmuxServer {
         request: UnsubscribeRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let uri = parse_uri(&request.uri).map_err(error_data)?;
-        self.session.unsubscribe(&uri);
+        // Nothing is ever subscribed under a URI that does not parse.
+        if let Ok(uri) = Uri::parse(&request.uri) {
+            self.session.unsubscribe(&uri);
+        }
         Ok(())
     }
 

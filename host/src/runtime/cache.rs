@@ -184,7 +184,12 @@ impl Stored {
 
     fn store(&self, cache: &Dir, entry: &str, compiled: &[u8]) -> std::io::Result<()> {
         let tag = self.tag(entry, compiled).finalize().into_bytes();
-        let temporary = format!(".{entry}.{}.tmp", std::process::id());
+        // Unique even between two loads of the same component at once.
+        let temporary = format!(
+            ".{entry}.{}.{:016x}.tmp",
+            std::process::id(),
+            rand::random::<u64>()
+        );
         let mut file = cache.create(&temporary)?;
         file.write_all(&tag)?;
         file.write_all(compiled)?;

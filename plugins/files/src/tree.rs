@@ -148,8 +148,9 @@ pub fn files(root: &str) -> Result<Vec<File>, Error> {
 /// At most `limit` regular files below `root` that come after `after` (a URI
 /// path this function handed out) in URI path order, and whether more
 /// follow. Directories wholly before `after` are never read, and only the
-/// files returned are looked at (`stat`, relative to the directory already
-/// open), so each page costs about what it returns, however large the tree.
+/// files returned are looked at (`stat`), so each page costs about what it
+/// returns, however large the tree. A file gone before it is looked at is
+/// left out.
 pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>, bool), Error> {
     let mut found = Vec::new();
     collect_after(root, "", after, limit + 1, &mut found)?;
@@ -157,15 +158,13 @@ pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>,
     found.truncate(limit);
     let files = found
         .into_iter()
-        .map(|(relative, entry)| {
-            let metadata = entry
-                .metadata()
-                .map_err(|error| io_error(&relative, error))?;
+        .filter_map(|relative| {
+            let metadata = std::fs::symlink_metadata(resolve(root, &relative).ok()?).ok()?;
             let modified = metadata
                 .modified()
                 .ok()
                 .and_then(|time| time.duration_since(UNIX_EPOCH).ok());
-            Ok(File {
+            Some(File {
                 path: encode(&relative),
                 size: metadata.len(),
                 modified: modified.map(|since| iso8601(since.as_secs())),
@@ -173,13 +172,13 @@ pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>,
                 relative,
             })
         })
-        .collect::<Result<_, Error>>()?;
+        .collect();
     Ok((files, more))
 }
 
-/// Adds to `found` the files below `directory` (their relative paths and
-/// directory entries) whose URI paths come after `after`, in URI path order,
-/// until it holds `wanted`.
+/// Adds to `found` the relative paths of the files below `directory` whose
+/// URI paths come after `after`, in URI path order, until it holds `wanted`;
+/// each directory is closed before the next is read.
 /// Entries sort by their encoded name, with a '/' after a directory's, which
 /// is the order of the full URI paths below them.
 fn collect_after(
@@ -187,7 +186,7 @@ fn collect_after(
     directory: &str,
     after: Option<&str>,
     wanted: usize,
-    found: &mut Vec<(String, std::fs::DirEntry)>,
+    found: &mut Vec<String>,
 ) -> Result<(), Error> {
     let host_path = resolve(root, directory)?;
     let reader = std::fs::read_dir(&host_path).map_err(|error| io_error(directory, error))?;
@@ -206,10 +205,10 @@ fn collect_after(
         if kind.is_dir() {
             key.push('/');
         }
-        children.push((key, relative, kind.is_dir(), item));
+        children.push((key, relative, kind.is_dir()));
     }
-    children.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    for (key, relative, is_dir, item) in children {
+    children.sort_unstable();
+    for (key, relative, is_dir) in children {
         if found.len() == wanted {
             break;
         }
@@ -226,7 +225,7 @@ fn collect_after(
         if is_dir {
             collect_after(root, &relative, after, wanted, found)?;
         } else {
-            found.push((relative, item));
+            found.push(relative);
         }
     }
     Ok(())
