@@ -12,7 +12,8 @@
 //!   and kept in step with the folder while serving;
 //! - [`runtime`]: the wasmtime engine that runs plugin components;
 //! - [`policy`]: what one plugin is granted and the limits it runs under;
-//! - [`contract`]: the provider trait and data, shared by namespace and runtime.
+//! - [`contract`]: the provider trait and data, shared by namespace and runtime;
+//! - [`telemetry`]: metrics, traces and logs, which every layer records into.
 
 pub mod access;
 pub mod catalog;
@@ -21,4 +22,5 @@ pub mod namespace;
 pub mod policy;
 pub mod protocol;
 pub mod runtime;
+pub mod telemetry;
 pub mod transport;

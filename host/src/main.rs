@@ -4,10 +4,18 @@
 mod cli;
 
 use clap::Parser;
+use resmux::telemetry::logs;
 
 fn main() -> std::process::ExitCode {
     let args = cli::Args::parse();
-    cli::init_logging(args.log_level.as_deref());
+    // Kept until the end, so that logs and spans are flushed on the way out.
+    let _telemetry = match logs::init(args.log_level.as_deref(), args.log_format) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("resmux: {error:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

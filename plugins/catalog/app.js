@@ -4,7 +4,9 @@
 // The API (config key `api`, e.g. "http://127.0.0.1:8081") serves
 // GET /items, a JSON array of {id, title, description?, updated?}, and
 // GET /items/ID, one item. Each item is a resource `items/ID` (its JSON);
-// the template `items/{id}` completes ids from the list.
+// the template `items/{id}` completes ids from the list. Without `api` (as
+// shipped), the catalog serves a few sample items of its own, so that it
+// answers at once; an API that cannot be reached is `unavailable`.
 //
 // Conventions of componentize-js: records use camelCase fields, an absent
 // option is `undefined`, a variant is `{tag, val}`, and a `result` error is
@@ -13,17 +15,19 @@
 
 const state = { api: undefined };
 
+// What the catalog serves while no `api` is configured.
+const SAMPLE_ITEMS = [
+  { id: 'apples', title: 'Apples', description: 'Crisp, from the orchard', updated: '2026-09-01T08:00:00Z' },
+  { id: 'bread', title: 'Bread', description: 'Sourdough, baked daily' },
+  { id: 'tea', title: 'Tea', description: 'Green, loose leaf' },
+];
+
 function fail(tag, message) {
   throw { tag, val: message };
 }
 
-function api() {
-  if (!state.api) fail('unavailable', 'config key "api" is not set');
-  return state.api;
-}
-
 async function getJson(path) {
-  const url = `${api()}${path}`;
+  const url = `${state.api}${path}`;
   let response;
   try {
     response = await fetch(url);
@@ -41,6 +45,7 @@ async function getJson(path) {
 }
 
 async function items() {
+  if (!state.api) return SAMPLE_ITEMS;
   const { value } = await getJson('/items');
   if (!Array.isArray(value)) fail('unavailable', '/items is not a JSON array');
   return value.filter(item => item && /^[A-Za-z0-9._~-]+$/.test(String(item.id)));
@@ -89,7 +94,14 @@ export const provider = {
   async read(path) {
     const id = path.startsWith('items/') ? path.slice('items/'.length) : undefined;
     if (!id || id.includes('/')) fail('not-found', `${JSON.stringify(path)} is not items/ID`);
-    const { text } = await getJson(`/items/${id}`);
+    let text;
+    if (state.api) {
+      text = (await getJson(`/items/${id}`)).text;
+    } else {
+      const item = SAMPLE_ITEMS.find(sample => sample.id === id);
+      if (!item) fail('not-found', `no sample item ${JSON.stringify(id)}`);
+      text = JSON.stringify(item);
+    }
     return { contents: [{ path, mimeType: 'application/json', body: { tag: 'text', val: text } }] };
   },
 

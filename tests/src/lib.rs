@@ -24,7 +24,7 @@ use rmcp::service::{
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 /// How long any single exchange with the server may take before a test fails.
 pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -226,8 +226,11 @@ fn modern(mut params: Value) -> Value {
 /// `resmux serve` driven with raw JSON-RPC lines, for checks on the wire.
 pub struct RawServer {
     child: Child,
-    /// Drains stderr as it comes, so the server never blocks on a full pipe.
+    /// Drains stderr as it comes, so the server never blocks on a full pipe
+    /// (unless started with [`RawServer::start_stalling_stderr`]).
     stderr: tokio::task::JoinHandle<std::io::Result<String>>,
+    /// The stderr pipe nobody reads, for a server whose log reader stalls.
+    _stalled: Option<ChildStderr>,
     stdin: ChildStdin,
     stdout: Lines<BufReader<ChildStdout>>,
     next_id: u64,
@@ -244,6 +247,16 @@ impl RawServer {
 
     /// Starts the server with extra variables in its environment.
     pub fn start_with_env(folder: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Self> {
+        Self::spawn(folder, args, env, true)
+    }
+
+    /// Starts the server with a stderr pipe that is never read: once the
+    /// pipe's buffer is full, every write to it blocks.
+    pub fn start_stalling_stderr(folder: &Path, args: &[&str]) -> Result<Self> {
+        Self::spawn(folder, args, &[], false)
+    }
+
+    fn spawn(folder: &Path, args: &[&str], env: &[(&str, &str)], drain: bool) -> Result<Self> {
         let mut child = serve_command(folder, args)
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
@@ -254,13 +267,19 @@ impl RawServer {
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
         let mut pipe = child.stderr.take().expect("stderr is piped");
-        let stderr = tokio::spawn(async move {
-            let mut text = String::new();
-            pipe.read_to_string(&mut text).await.map(|_| text)
-        });
+        let (stderr, stalled) = if drain {
+            let drained = tokio::spawn(async move {
+                let mut text = String::new();
+                pipe.read_to_string(&mut text).await.map(|_| text)
+            });
+            (drained, None)
+        } else {
+            (tokio::spawn(async { Ok(String::new()) }), Some(pipe))
+        };
         Ok(Self {
             child,
             stderr,
+            _stalled: stalled,
             stdin,
             stdout,
             next_id: 1,
@@ -431,5 +450,52 @@ impl RawServer {
             bail!("the server exited with {status}: {stderr}");
         }
         Ok(stderr)
+    }
+}
+
+/// A loopback address with a port free a moment ago, for a server a test
+/// starts.
+pub fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port is free");
+    listener.local_addr().expect("a bound address").to_string()
+}
+
+/// `GET path` from `address` over HTTP/1.0 with `headers`: the status and
+/// the body.
+pub fn http_get(address: &str, path: &str, headers: &[(&str, &str)]) -> Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address)
+        .with_context(|| format!("cannot connect to {address}"))?;
+    stream.set_read_timeout(Some(EXCHANGE_TIMEOUT))?;
+    let mut request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes())?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("no HTTP response: {response:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("no HTTP status: {head:?}"))?;
+    Ok((status, body.to_owned()))
+}
+
+/// Polls `http://address/readyz` until it answers 200.
+pub async fn wait_until_ready(address: &str) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        if let Ok((200, _)) = http_get(address, "/readyz", &[]) {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("http://{address}/readyz did not answer ready within {EXCHANGE_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

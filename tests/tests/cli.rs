@@ -219,7 +219,10 @@ fn check_passes_a_good_plugin_and_names_what_a_bad_one_breaks() {
         report.contains("ok    read notes://notes/welcome: 74 bytes\n"),
         "{report}"
     );
-    assert!(report.ends_with("11 passed, 0 failed\n"), "{report}");
+    assert!(
+        report.ends_with("11 passed, 0 warnings, 0 failed\n"),
+        "{report}"
+    );
 
     folder.plugin("liar", "liar");
     let bad = resmux(&["check", folder.path().join("liar.wasm").to_str().unwrap()]);
@@ -235,7 +238,10 @@ fn check_passes_a_good_plugin_and_names_what_a_bad_one_breaks() {
         report.contains("FAIL  template page 1: path template \"broken/{id\""),
         "{report}"
     );
-    assert!(report.ends_with("4 passed, 2 failed\n"), "{report}");
+    assert!(
+        report.ends_with("4 passed, 0 warnings, 2 failed\n"),
+        "{report}"
+    );
 
     let garbage = folder.path().join("data/hello.txt");
     let refused = resmux(&["check", garbage.to_str().unwrap()]);

@@ -59,6 +59,7 @@ impl AuditLog {
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
         if let Err(error) = file.write_all(text.as_bytes()) {
+            crate::telemetry::metrics().audit_write_failures.inc();
             tracing::error!("cannot write the audit log: {error}");
         }
     }

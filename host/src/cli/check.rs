@@ -3,6 +3,8 @@
 //! start with the manifest's config, then every page of its listing and its
 //! templates, and reads of the first resources listed, through the checks
 //! the namespace applies to every answer ([`resmux::namespace::answers`]).
+//! A plugin that honestly answers `unavailable` (its upstream is down) gets
+//! a warning, not a failure: it keeps the contract.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -84,30 +86,54 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
             ));
             resources
         }
-        Err(error) => {
-            report.record(Err(error));
+        Err(problem) => {
+            report.problem(problem);
             Vec::new()
         }
     };
-    let templates = walk::<TemplateEntry>(&plugin, scheme, &limits, &promises).await;
-    report.record(templates.map(|(templates, pages)| {
-        format!(
+    match walk::<TemplateEntry>(&plugin, scheme, &limits, &promises).await {
+        Ok((templates, pages)) => report.pass(format!(
             "templates: {} valid templates on {pages} page(s)",
             templates.len()
-        )
-    }));
+        )),
+        Err(problem) => report.problem(problem),
+    }
     for resource in listed.iter().take(READS) {
         let path = &resource.uri[scheme.len() + "://".len()..];
         let read = match plugin.read(path).await {
-            Ok(read) => answers::check_read(scheme, read, &limits, &promises),
-            Err(error) => Err(error.to_string()),
+            Ok(read) => answers::check_read(scheme, read, &limits, &promises)
+                .map_err(|reason| Problem::Broken(format!("read {}: {reason}", resource.uri))),
+            Err(error) => Err(Problem::of(format!("read {}", resource.uri), error)),
         };
-        report.record(
-            read.map(|read| format!("read {}: {} bytes", resource.uri, read.byte_count()))
-                .map_err(|reason| format!("read {}: {reason}", resource.uri)),
-        );
+        match read {
+            Ok(read) => report.pass(format!(
+                "read {}: {} bytes",
+                resource.uri,
+                read.byte_count()
+            )),
+            Err(problem) => report.problem(problem),
+        }
     }
     report.finish()
+}
+
+/// What a check found wrong.
+enum Problem {
+    /// The plugin answered that something it needs is unavailable: it keeps
+    /// the contract, but cannot serve now.
+    Unavailable(String),
+    /// The plugin broke the contract, or failed.
+    Broken(String),
+}
+
+impl Problem {
+    /// The problem of a call about `what` that answered `error`.
+    fn of(what: String, error: ProviderError) -> Self {
+        match error {
+            ProviderError::Unavailable(_) => Self::Unavailable(format!("{what}: {error}")),
+            error => Self::Broken(format!("{what}: {error}")),
+        }
+    }
 }
 
 /// Walks every page of one listing, admitting each page and entry as the
@@ -119,7 +145,7 @@ async fn walk<T: Listable>(
     scheme: &str,
     limits: &AnswerLimits,
     promises: &Promises,
-) -> Result<(Vec<T::Admitted>, usize), String> {
+) -> Result<(Vec<T::Admitted>, usize), Problem> {
     let kind = match T::LISTING {
         Listing::Resources => "resource",
         Listing::Templates => "template",
@@ -129,16 +155,16 @@ async fn walk<T: Listable>(
     for pages in 1..=MAX_PAGES {
         let page = T::fetch(plugin as &dyn Provider, cursor.clone())
             .await
-            .map_err(|error: ProviderError| format!("{kind} page {pages}: {error}"))?;
+            .map_err(|error| Problem::of(format!("{kind} page {pages}"), error))?;
         let admitted = answers::admit_page(scheme, page, cursor.as_deref(), limits, promises)
-            .map_err(|reason| format!("{kind} page {pages}: {reason}"))?;
+            .map_err(|reason| Problem::Broken(format!("{kind} page {pages}: {reason}")))?;
         if let Some(reason) = admitted
             .refused
             .first()
             .map(String::as_str)
             .or(admitted.stopped)
         {
-            return Err(format!("{kind} page {pages}: {reason}"));
+            return Err(Problem::Broken(format!("{kind} page {pages}: {reason}")));
         }
         for entry in admitted.page.items {
             T::promise(&entry, promises, PROMISED_FOR);
@@ -149,14 +175,15 @@ async fn walk<T: Listable>(
             None => return Ok((entries, pages)),
         }
     }
-    Err(format!(
+    Err(Problem::Broken(format!(
         "{kind} listing did not end within {MAX_PAGES} pages"
-    ))
+    )))
 }
 
 #[derive(Default)]
 struct Report {
     passed: usize,
+    warned: usize,
     failed: usize,
 }
 
@@ -179,6 +206,18 @@ impl Report {
         self.record(Ok(line.into()));
     }
 
+    fn problem(&mut self, problem: Problem) {
+        match problem {
+            Problem::Broken(line) => self.record(Err(line)),
+            Problem::Unavailable(line) => {
+                self.warned += 1;
+                println!(
+                    "WARN  {line} (not a contract failure: it cannot serve until that is back)"
+                );
+            }
+        }
+    }
+
     /// Records a failure that ends the check.
     fn fail(mut self, line: String) -> Result<()> {
         self.record(Err(line));
@@ -186,7 +225,10 @@ impl Report {
     }
 
     fn finish(self) -> Result<()> {
-        println!("{} passed, {} failed", self.passed, self.failed);
+        println!(
+            "{} passed, {} warnings, {} failed",
+            self.passed, self.warned, self.failed
+        );
         if self.failed > 0 {
             anyhow::bail!("the component does not meet the contract");
         }

@@ -1,26 +1,27 @@
-//! Command-line arguments, logging, and `resmux serve`; the other subcommands
-//! live in [`query`], [`check`] and [`inspect`]. Output for people goes to stdout; logs
-//! go to stderr, and `serve` keeps stdout for protocol messages alone.
+//! Command-line arguments and `resmux serve`; the other subcommands live in
+//! [`query`], [`check`], [`inspect`] and [`top`]. Output for people goes to
+//! stdout; logs go to stderr, and `serve` keeps stdout for protocol messages
+//! alone.
 
 mod check;
 mod inspect;
 mod query;
+mod top;
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
 use clap::{Args as ClapArgs, Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 use resmux::access::AccessList;
 use resmux::access::audit::AuditLog;
 use resmux::catalog::{self, Loading};
 use resmux::namespace::{Namespace, changes};
 use resmux::policy::Ceiling;
-use resmux::protocol::{self, ResmuxServer, ResponseCache};
+use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime};
+use resmux::telemetry::logs::LogFormat;
 use resmux::transport::{self, HttpOptions};
 
 /// resmux: an MCP server whose resources come from sandboxed WebAssembly plugins.
@@ -34,6 +35,9 @@ pub struct Args {
     /// Logs always go to stderr.
     #[arg(long, global = true)]
     pub log_level: Option<String>,
+    /// How log lines are written: `text`, or `json` (one object per line).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "RESMUX_LOG_FORMAT")]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -75,6 +79,27 @@ pub enum Command {
         /// Memory for answers kept within their cache hint, in MiB; 0 keeps none.
         #[arg(long, default_value_t = 64)]
         response_cache_mib: u64,
+        /// Serve Prometheus metrics at http://ADDR/metrics, and the probes
+        /// /healthz and /readyz, on a listener of their own (no token).
+        #[arg(long, env = "RESMUX_METRICS")]
+        metrics: Option<std::net::SocketAddr>,
+        /// Name the resource URI (`mcp.resource.uri`) in the spans of reads
+        /// and subscriptions; left out unless asked for, as URIs may carry
+        /// data.
+        #[arg(long)]
+        trace_uris: bool,
+    },
+    /// Show live per-plugin figures (calls/s, p50/p99, faults, quarantine)
+    /// from a server started with --metrics.
+    Top {
+        /// Where the server's metrics listen, e.g. 127.0.0.1:9464.
+        address: String,
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 2.0, value_parser = positive_seconds)]
+        interval: f64,
+        /// Print one table (over one interval) and exit, for scripts.
+        #[arg(long)]
+        once: bool,
     },
     /// List every resource of the namespace.
     List(FolderArgs),
@@ -203,17 +228,13 @@ fn user_dir(variable: &str, fallback: &str) -> Option<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(fallback)))
 }
 
-/// Sends logs to stderr, filtered by `level`, else RUST_LOG, else `info`.
-pub fn init_logging(level: Option<&str>) {
-    let filter = match level {
-        Some(level) => EnvFilter::new(level),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds >= 0.1 && seconds.is_finite() => Ok(seconds),
+        _ => Err(format!(
+            "{text:?} is not a number of seconds of at least 0.1"
+        )),
+    }
 }
 
 pub async fn run(command: Command) -> Result<()> {
@@ -228,6 +249,8 @@ pub async fn run(command: Command) -> Result<()> {
             max_connections,
             audit_log,
             response_cache_mib,
+            metrics,
+            trace_uris,
         } => {
             let access = tokens.as_deref().map(AccessList::read).transpose()?;
             let http = http.map(|address| HttpOptions {
@@ -242,9 +265,16 @@ pub async fn run(command: Command) -> Result<()> {
                 tool_bridge: !no_tools,
                 audit,
                 response_cache_bytes: response_cache_mib.saturating_mul(1024 * 1024),
+                metrics,
+                trace_uris,
             };
             serve(folder, http, options).await
         }
+        Command::Top {
+            address,
+            interval,
+            once,
+        } => top::top(&address, std::time::Duration::from_secs_f64(interval), once).await,
         Command::List(folder) => query::list(folder).await,
         Command::Templates(folder) => query::templates(folder).await,
         Command::Read {
@@ -293,11 +323,17 @@ struct ServeOptions {
     tool_bridge: bool,
     audit: Option<AuditLog>,
     response_cache_bytes: u64,
+    metrics: Option<std::net::SocketAddr>,
+    trace_uris: bool,
 }
 
 async fn serve(folder: FolderArgs, http: Option<HttpOptions>, options: ServeOptions) -> Result<()> {
+    if let Some(address) = options.metrics {
+        transport::serve_metrics(address).await?;
+    }
     let (namespace, runtime, rules, loading) = load(&folder).await?;
     tracing::info!(schemes = ?namespace.schemes(), "namespace ready");
+    transport::mark_ready();
     let namespace = Arc::new(namespace);
     changes::spawn_poller(&namespace);
     catalog::live::spawn(
@@ -317,6 +353,7 @@ async fn serve(folder: FolderArgs, http: Option<HttpOptions>, options: ServeOpti
             cache,
         },
     );
+    let server = Observed::new(server, options.trace_uris);
     match http {
         Some(options) => transport::serve_http(server, options).await,
         None => transport::serve_stdio(server).await,

@@ -34,6 +34,7 @@ impl Subscriptions {
     /// One more subscriber of `uri`.
     pub fn add(&self, uri: &str) {
         *self.lock().by_uri.entry(uri.to_owned()).or_default() += 1;
+        crate::telemetry::metrics().subscriptions.inc();
         self.wake.notify_one();
     }
 
@@ -41,6 +42,7 @@ impl Subscriptions {
     pub fn remove(&self, uri: &str) {
         let mut state = self.lock();
         if let Some(count) = state.by_uri.get_mut(uri) {
+            crate::telemetry::metrics().subscriptions.dec();
             *count -= 1;
             if *count == 0 {
                 state.by_uri.remove(uri);

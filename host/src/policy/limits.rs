@@ -209,6 +209,7 @@ impl Limits {
             memory_in_use: 0,
             table_elements: usize::try_from(self.table_elements).unwrap_or(usize::MAX),
             cpu_ticks_left: self.cpu_ms.div_ceil(tick_ms),
+            cpu_ticks_used: 0,
             exceeded: None,
         }
     }
@@ -224,6 +225,7 @@ pub struct StoreLimiter {
     memory_in_use: usize,
     table_elements: usize,
     cpu_ticks_left: u64,
+    cpu_ticks_used: u64,
     exceeded: Option<Exceeded>,
 }
 
@@ -241,9 +243,21 @@ impl StoreLimiter {
         self.exceeded
     }
 
+    /// The CPU time the call's code was charged, in whole ticks.
+    pub fn cpu_used(&self) -> Duration {
+        EPOCH_TICK.saturating_mul(u32::try_from(self.cpu_ticks_used).unwrap_or(u32::MAX))
+    }
+
+    /// The linear memory the instance holds: all it ever grew to, since a
+    /// memory never shrinks.
+    pub fn memory_in_use(&self) -> usize {
+        self.memory_in_use
+    }
+
     /// Counts one tick of the plugin's code running; false once the CPU
     /// budget is spent.
     pub fn tick(&mut self) -> bool {
+        self.cpu_ticks_used += 1;
         match self.cpu_ticks_left.checked_sub(1) {
             Some(left) => {
                 self.cpu_ticks_left = left;

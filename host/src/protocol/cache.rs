@@ -5,7 +5,8 @@
 //! by the namespace drops what it may have made stale: an updated resource
 //! its reads, a changed scheme every page and its reads. Answers served from
 //! the cache carry the ttl they have left. Reads served from here still pass
-//! the client's rate limit and reach the audit log.
+//! the client's rate limit and reach the audit log. Hits, misses, evictions
+//! and the bytes held are in the metrics.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -14,9 +15,16 @@ use moka::Expiry;
 use moka::sync::Cache;
 use tokio::sync::broadcast::error::RecvError;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+
 use crate::contract::{CacheHint, CacheScope};
 use crate::namespace::uri::Uri;
 use crate::namespace::{Event, Listed, Namespace, Read, Resource, Scope, Template};
+use crate::telemetry::metrics;
+use crate::telemetry::metrics::CacheKind;
 
 /// One cached answer and when it goes stale.
 struct Cached<T> {
@@ -128,6 +136,11 @@ where
         .weigher(|_, value: &Cached<T>| value.bytes)
         .expire_after(UntilStale)
         .support_invalidation_closures()
+        .eviction_listener(|_, _, cause| {
+            if cause.was_evicted() {
+                metrics().cache_evictions.inc();
+            }
+        })
         .build()
 }
 
@@ -141,12 +154,13 @@ impl ResponseCache {
             templates: Pages(cache(budget / 4)),
         });
         forget_changes(Arc::downgrade(&cache), namespace);
+        metrics().register_collector(HeldBytes(Arc::downgrade(&cache)));
         cache
     }
 
     /// A kept read of `uri` that `client` may have, with the ttl it has left.
     pub fn read(&self, uri: &Uri, client: &Arc<str>, scope: &Scope) -> Option<Read> {
-        [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
+        let kept = [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
             .into_iter()
             .find_map(|owner| {
                 self.reads.get(&ReadKey {
@@ -154,7 +168,8 @@ impl ResponseCache {
                     owner,
                 })
             })
-            .map(|cached| cached.fresh())
+            .map(|cached| cached.fresh());
+        count_lookup("read", kept)
     }
 
     pub fn keep_read(&self, uri: &Uri, client: &Arc<str>, scope: &Scope, read: &Read) {
@@ -176,7 +191,7 @@ impl ResponseCache {
         client: &Arc<str>,
         scope: &Scope,
     ) -> Option<Listed<T>> {
-        [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
+        let kept = [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
             .into_iter()
             .find_map(|owner| {
                 T::pages(self).0.get(&PageKey {
@@ -184,7 +199,8 @@ impl ResponseCache {
                     owner,
                 })
             })
-            .map(|cached| cached.fresh())
+            .map(|cached| cached.fresh());
+        count_lookup("page", kept)
     }
 
     pub(super) fn keep_page<T: Paged>(
@@ -272,4 +288,40 @@ fn forget_changes(cache: Weak<ResponseCache>, namespace: &Namespace) {
             }
         }
     });
+}
+
+/// Counts a lookup of `kind` as a hit or a miss.
+fn count_lookup<T>(kind: &'static str, kept: Option<T>) -> Option<T> {
+    let counted = if kept.is_some() {
+        &metrics().cache_hits
+    } else {
+        &metrics().cache_misses
+    };
+    counted.get_or_create(&CacheKind { kind }).inc();
+    kept
+}
+
+/// The bytes the cache holds, read at each scrape.
+#[derive(Debug)]
+struct HeldBytes(Weak<ResponseCache>);
+
+impl Collector for HeldBytes {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(cache) = self.0.upgrade() else {
+            return Ok(());
+        };
+        cache.reads.run_pending_tasks();
+        cache.resources.0.run_pending_tasks();
+        cache.templates.0.run_pending_tasks();
+        let held = cache.reads.weighted_size()
+            + cache.resources.0.weighted_size()
+            + cache.templates.0.weighted_size();
+        let metric = encoder.encode_descriptor(
+            "resmux_response_cache_bytes",
+            "What the response cache holds",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(i64::try_from(held).unwrap_or(i64::MAX)).encode(metric)
+    }
 }

@@ -29,13 +29,16 @@ use crate::access::audit::{AuditLog, Record};
 use crate::contract::{self, Body, CacheHint, Metadata, ProviderError};
 use crate::namespace::uri::Uri;
 use crate::namespace::{self, Namespace, NamespaceError, Read};
+use crate::telemetry::metrics::ClientLabel;
 
 mod cache;
 mod notify;
+mod observed;
 mod tools;
 
 use cache::Paged;
 pub use cache::ResponseCache;
+pub use observed::Observed;
 
 use notify::{ListenStreams, MAX_SUBSCRIPTIONS_PER_SESSION, Session};
 
@@ -93,7 +96,15 @@ impl ResmuxServer {
     /// the namespace within its scope; recorded in the audit log either way.
     async fn read(&self, client: &Client, uri: &str, via: &str) -> Result<Read, ReadRefusal> {
         let outcome = match client.admit_read() {
-            Err(refusal) => Err(ReadRefusal::RateLimited(refusal)),
+            Err(refusal) => {
+                crate::telemetry::metrics()
+                    .rate_limited
+                    .get_or_create(&ClientLabel {
+                        client: client.name.to_string(),
+                    })
+                    .inc();
+                Err(ReadRefusal::RateLimited(refusal))
+            }
             Ok(()) => match parse_uri(uri) {
                 Ok(uri) => self.read_through_cache(client, &uri).await,
                 Err(error) => Err(ReadRefusal::Namespace(error)),

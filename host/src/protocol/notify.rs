@@ -195,6 +195,7 @@ impl ListenStreams {
             ));
         }
         *count += 1;
+        crate::telemetry::metrics().listen_streams.inc();
         Ok(OpenStream {
             streams: self.clone(),
             client: client.clone(),
@@ -210,6 +211,7 @@ impl ListenStreams {
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
+        crate::telemetry::metrics().listen_streams.dec();
         let mut open = self.streams.lock();
         if let Some(count) = open.get_mut(&self.client) {
             *count -= 1;

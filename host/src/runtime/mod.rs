@@ -10,6 +10,7 @@ mod bindings;
 mod cache;
 mod handles;
 mod health;
+mod meter;
 mod plugin;
 
 use std::collections::HashMap;
@@ -196,15 +197,23 @@ impl Engined {
             .max_wasm_stack(stack)
             .async_stack_size(stack + HOST_STACK)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool()));
-        let engine = Engine::new(&config).or_else(|error| {
-            // The pool reserves terabytes of address space up front, which a
-            // limit on it (RLIMIT_AS) may forbid.
-            tracing::warn!(
-                "instances are allocated one by one, slower: the instance pool cannot be set up: {error:#}"
-            );
-            config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
-            Engine::new(&config)
-        })?;
+        let engine = match Engine::new(&config) {
+            Ok(engine) => {
+                crate::telemetry::metrics()
+                    .instance_pool_capacity
+                    .inc_by(i64::from(POOLED_INSTANCES));
+                engine
+            }
+            Err(error) => {
+                // The pool reserves terabytes of address space up front,
+                // which a limit on it (RLIMIT_AS) may forbid.
+                tracing::warn!(
+                    "instances are allocated one by one, slower: the instance pool cannot be set up: {error:#}"
+                );
+                config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+                Engine::new(&config)?
+            }
+        };
         let mut linker = Linker::new(&engine);
         policy::link_common(&mut linker)?;
         spawn_epoch_clock(&engine);

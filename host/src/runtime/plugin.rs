@@ -6,19 +6,22 @@
 //! never reused (its pooled slot is, reset to the component's initial
 //! image), so a trap or a cancelled call leaves nothing behind. Faults are
 //! counted ([`super::health`]), and a plugin (or one of its paths) that
-//! keeps faulting is quarantined.
+//! keeps faulting is quarantined. Every call is a `plugin.call` span and is
+//! counted in the metrics ([`super::meter`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 use wasmtime::component::{Component, ResourceTableError};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
 use super::bindings::{Guest, PluginInfo, PluginPre};
 use super::handles::HandleBudget;
 use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
+use super::meter::{Ended, FaultKind, Meter, MeteredStore};
 use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
     ResourceEntry, TemplateEntry,
@@ -43,13 +46,29 @@ struct Shared {
     config: Vec<(String, String)>,
     call_slots: Arc<Semaphore>,
     handles: HandleBudget,
-    health: Health,
+    health: Arc<Health>,
+    meter: Meter,
     /// Whether a call may block its thread in a file operation (the plugin
     /// has file grants): its calls then run on a thread of their own.
     may_block: bool,
 }
 
 type CallResult<T> = wasmtime::Result<Result<T, super::bindings::resmux::provider::types::Error>>;
+
+/// How a call failed: with an error the plugin (or the host, refusing it)
+/// answered, or with a fault of the plugin.
+enum Failed {
+    Answered(ProviderError),
+    /// Refused at once: the plugin, or the path, is quarantined.
+    Quarantined(String),
+    Faulted(FaultKind, String),
+}
+
+impl From<ProviderError> for Failed {
+    fn from(error: ProviderError) -> Self {
+        Self::Answered(error)
+    }
+}
 
 /// What a call needs held until its instance is gone: its call slot and its
 /// share of the descriptor budget.
@@ -66,6 +85,8 @@ impl WasmPlugin {
     ) -> Self {
         let call_slots = Arc::new(Semaphore::new(policy.limits.concurrent_calls as usize));
         let may_block = policy.may_block();
+        let health = Arc::new(Health::default());
+        let meter = Meter::new(&name, &health);
         Self {
             shared: Arc::new(Shared {
                 name,
@@ -75,7 +96,8 @@ impl WasmPlugin {
                 config,
                 call_slots,
                 handles,
-                health: Health::default(),
+                health,
+                meter,
                 may_block,
             }),
         }
@@ -117,65 +139,27 @@ impl WasmPlugin {
         F: AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T> + Send + 'static,
     {
         let shared = &self.shared;
-        let records = std::iter::once(None).chain(path.map(Some));
-        let quarantined = records.into_iter().find_map(|record| {
-            let left = shared.health.quarantine_left(record)?;
-            Some((record, left))
-        });
-        if let Some((record, left)) = quarantined {
-            let what = match record {
-                Some(path) => format!("path {path:?} of plugin {}", shared.name),
-                None => format!("plugin {}", shared.name),
-            };
-            return Err(ProviderError::Unavailable(format!(
-                "{what} is quarantined for another {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
-                left.as_millis()
-            )));
-        }
-        let timeout = shared.policy.limits.timeout();
+        let span = tracing::info_span!(
+            "plugin.call",
+            otel.name = %format_args!("{operation} {}", shared.name),
+            resmux.plugin = %shared.name,
+            resmux.plugin.operation = operation,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
         let started = Instant::now();
-        let held = match tokio::time::timeout(timeout, shared.hold()).await {
-            Ok(held) => held?,
-            Err(_) => {
-                return Err(ProviderError::Unavailable(format!(
-                    "plugin {} is busy: its {} call slots (or the host's descriptor budget) stayed taken for {} ms",
-                    shared.name,
-                    shared.policy.limits.concurrent_calls,
-                    timeout.as_millis()
-                )));
-            }
-        };
-        let left = timeout.saturating_sub(started.elapsed());
-        let outcome = if shared.may_block {
-            let runner = shared.clone();
-            let runtime = tokio::runtime::Handle::current();
-            let thread = tokio::task::spawn_blocking(move || {
-                let _held = held;
-                runtime.block_on(async {
-                    tokio::time::timeout(left, runner.call_fresh(operation, init, call)).await
-                })
-            });
-            match tokio::time::timeout(left + THREAD_GRACE, thread).await {
-                Ok(Ok(Ok(outcome))) => outcome,
-                Ok(Ok(Err(_))) | Err(_) => Err(shared.timed_out(operation)),
-                Ok(Err(failure)) => Err(ProviderError::Fault(format!(
-                    "plugin {} failed in {operation}: its thread ended: {failure}",
-                    shared.name
-                ))),
-            }
-        } else {
-            let _held = held;
-            // Boxed: the call's future (a store, an instance, wasmtime's own
-            // futures) is large, and tokio would copy it with every request
-            // task it is part of.
-            tokio::time::timeout(left, Box::pin(shared.call_fresh(operation, init, call)))
-                .await
-                .unwrap_or_else(|_| Err(shared.timed_out(operation)))
-        };
-        match &outcome {
-            Err(ProviderError::Fault(message)) => {
+        let outcome = shared
+            .run(operation, init, path, call)
+            .instrument(span.clone())
+            .await;
+        let ended = match &outcome {
+            Ok(_) => Ended::Answered,
+            Err(Failed::Answered(error)) => Ended::refused(error),
+            Err(Failed::Quarantined(_)) => Ended::Quarantined,
+            Err(Failed::Faulted(kind, message)) => {
                 tracing::warn!(plugin = %shared.name, operation, "{message}");
                 if let Some(backoff) = shared.health.record_fault(path) {
+                    shared.meter.quarantine(path.is_some());
                     tracing::error!(
                         plugin = %shared.name,
                         path,
@@ -183,10 +167,35 @@ impl WasmPlugin {
                         backoff.as_millis()
                     );
                 }
+                Ended::Faulted(*kind)
             }
-            _ => shared.health.record_success(path),
+        };
+        if matches!(ended, Ended::Answered | Ended::Refused(_)) {
+            shared.health.record_success(path);
         }
-        outcome
+        shared.meter.call(operation, ended, started.elapsed());
+        outcome.map_err(|failed| {
+            let error = match failed {
+                Failed::Answered(error) => error,
+                Failed::Quarantined(message) => ProviderError::Unavailable(message),
+                Failed::Faulted(_, message) => ProviderError::Fault(message),
+            };
+            span.record("error.type", error_type(&error));
+            span.record("otel.status_code", "ERROR");
+            error
+        })
+    }
+}
+
+/// The `error.type` of a span that ended in `error`.
+fn error_type(error: &ProviderError) -> &'static str {
+    match error {
+        ProviderError::NotFound(_) => "not-found",
+        ProviderError::InvalidInput(_) => "invalid-input",
+        ProviderError::Denied(_) => "denied",
+        ProviderError::Unavailable(_) => "unavailable",
+        ProviderError::Internal(_) => "internal",
+        ProviderError::Fault(_) => "fault",
     }
 }
 
@@ -195,6 +204,82 @@ impl WasmPlugin {
 const THREAD_GRACE: Duration = Duration::from_millis(100);
 
 impl Shared {
+    /// The call itself, for [`WasmPlugin::run`].
+    async fn run<T, F>(
+        self: &Arc<Self>,
+        operation: &'static str,
+        init: bool,
+        path: Option<&str>,
+        call: F,
+    ) -> Result<T, Failed>
+    where
+        T: Send + 'static,
+        F: AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T> + Send + 'static,
+    {
+        let records = std::iter::once(None).chain(path.map(Some));
+        let quarantined = records.into_iter().find_map(|record| {
+            let left = self.health.quarantine_left(record)?;
+            Some((record, left))
+        });
+        if let Some((record, left)) = quarantined {
+            let what = match record {
+                Some(path) => format!("path {path:?} of plugin {}", self.name),
+                None => format!("plugin {}", self.name),
+            };
+            return Err(Failed::Quarantined(format!(
+                "{what} is quarantined for another {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
+                left.as_millis()
+            )));
+        }
+        let timeout = self.policy.limits.timeout();
+        let started = Instant::now();
+        let held = match tokio::time::timeout(timeout, self.hold()).await {
+            Ok(held) => held?,
+            Err(_) => {
+                return Err(Failed::Answered(ProviderError::Unavailable(format!(
+                    "plugin {} is busy: its {} call slots (or the host's descriptor budget) stayed taken for {} ms",
+                    self.name,
+                    self.policy.limits.concurrent_calls,
+                    timeout.as_millis()
+                ))));
+            }
+        };
+        let left = timeout.saturating_sub(started.elapsed());
+        if self.may_block {
+            let runner = self.clone();
+            let runtime = tokio::runtime::Handle::current();
+            let span = tracing::Span::current();
+            let thread = tokio::task::spawn_blocking(move || {
+                let _held = held;
+                runtime.block_on(
+                    async {
+                        tokio::time::timeout(left, runner.call_fresh(operation, init, call)).await
+                    }
+                    .instrument(span),
+                )
+            });
+            match tokio::time::timeout(left + THREAD_GRACE, thread).await {
+                Ok(Ok(Ok(outcome))) => outcome,
+                Ok(Ok(Err(_))) | Err(_) => Err(self.timed_out(operation)),
+                Ok(Err(failure)) => Err(Failed::Faulted(
+                    FaultKind::Host,
+                    format!(
+                        "plugin {} failed in {operation}: its thread ended: {failure}",
+                        self.name
+                    ),
+                )),
+            }
+        } else {
+            let _held = held;
+            // Boxed: the call's future (a store, an instance, wasmtime's own
+            // futures) is large, and tokio would copy it with every request
+            // task it is part of.
+            tokio::time::timeout(left, Box::pin(self.call_fresh(operation, init, call)))
+                .await
+                .unwrap_or_else(|_| Err(self.timed_out(operation)))
+        }
+    }
+
     /// Takes a call slot and the instance's share of the descriptor budget.
     async fn hold(&self) -> Result<Held, ProviderError> {
         let slot = self
@@ -214,11 +299,14 @@ impl Shared {
         Ok((slot, handles))
     }
 
-    fn timed_out(&self, operation: &str) -> ProviderError {
-        ProviderError::Fault(format!(
-            "plugin {} exceeded its time limit of {} ms in {operation}",
-            self.name, self.policy.limits.timeout_ms
-        ))
+    fn timed_out(&self, operation: &str) -> Failed {
+        Failed::Faulted(
+            FaultKind::Timeout,
+            format!(
+                "plugin {} exceeded its time limit of {} ms in {operation}",
+                self.name, self.policy.limits.timeout_ms
+            ),
+        )
     }
 
     fn new_store(&self) -> Result<Store<Sandbox>, ProviderError> {
@@ -246,77 +334,94 @@ impl Shared {
         operation: &'static str,
         init: bool,
         call: impl AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T>,
-    ) -> Result<T, ProviderError> {
-        let mut store = self.new_store()?;
-        let plugin = match self.pre.instantiate_async(&mut store).await {
+    ) -> Result<T, Failed> {
+        let mut metered = self.meter.store(self.new_store()?);
+        let store = &mut metered.store;
+        let plugin = match self.pre.instantiate_async(&mut *store).await {
             Ok(plugin) => plugin,
             Err(error) if error.is::<PoolConcurrencyLimitError>() => {
-                return Err(ProviderError::Unavailable(format!(
+                return Err(Failed::Answered(ProviderError::Unavailable(format!(
                     "plugin {} cannot start an instance for {operation}: {error}",
                     self.name
-                )));
+                ))));
             }
-            Err(error) => return Err(self.fault(operation, &store, error)),
+            Err(error) => return Err(self.fault(operation, &metered, error)),
         };
         let guest = plugin.resmux_provider_provider();
         if init {
-            match guest.call_init(&mut store, &self.config).await {
-                Err(error) => return Err(self.fault("init", &store, error)),
+            match guest.call_init(&mut *store, &self.config).await {
+                Err(error) => return Err(self.fault("init", &metered, error)),
                 Ok(Err(error)) => {
-                    return Err(ProviderError::Unavailable(format!(
+                    return Err(Failed::Answered(ProviderError::Unavailable(format!(
                         "plugin {} failed to start: {}",
                         self.name,
                         ProviderError::from(error)
-                    )));
+                    ))));
                 }
                 Ok(Ok(())) => {}
             }
         }
-        match call(&mut store, guest).await {
-            Ok(answer) => answer.map_err(ProviderError::from),
-            Err(error) => Err(self.fault(operation, &store, error)),
+        match call(&mut *store, guest).await {
+            Ok(answer) => answer.map_err(|error| Failed::Answered(error.into())),
+            Err(error) => Err(self.fault(operation, &metered, error)),
         }
     }
 
     /// Describes a failed call, naming the limit it ran into if it ran into one.
-    fn fault(
-        &self,
-        operation: &str,
-        store: &Store<Sandbox>,
-        error: wasmtime::Error,
-    ) -> ProviderError {
+    fn fault(&self, operation: &str, metered: &MeteredStore<'_>, error: wasmtime::Error) -> Failed {
         let limits = &self.policy.limits;
         let table_full = matches!(
             error.downcast_ref::<ResourceTableError>(),
             Some(ResourceTableError::Full)
         );
-        let message = match store.data().limits_reached().exceeded() {
-            Some(Exceeded::Memory) => format!(
-                "plugin {} exceeded its memory limit of {} MiB in {operation}",
-                self.name, limits.memory_mib
+        let (kind, message) = match metered.store.data().limits_reached().exceeded() {
+            Some(Exceeded::Memory) => (
+                FaultKind::Memory,
+                format!(
+                    "plugin {} exceeded its memory limit of {} MiB in {operation}",
+                    self.name, limits.memory_mib
+                ),
             ),
-            Some(Exceeded::Table) => format!(
-                "plugin {} exceeded its table limit of {} elements in {operation}",
-                self.name, limits.table_elements
+            Some(Exceeded::Table) => (
+                FaultKind::Table,
+                format!(
+                    "plugin {} exceeded its table limit of {} elements in {operation}",
+                    self.name, limits.table_elements
+                ),
             ),
-            Some(Exceeded::Cpu) => format!(
-                "plugin {} exceeded its CPU time limit of {} ms in {operation}",
-                self.name, limits.cpu_ms
+            Some(Exceeded::Cpu) => (
+                FaultKind::Cpu,
+                format!(
+                    "plugin {} exceeded its CPU time limit of {} ms in {operation}",
+                    self.name, limits.cpu_ms
+                ),
             ),
-            None if table_full => format!(
-                "plugin {} exceeded its limit of {} handles (open files, sockets, streams, HTTP fields) in {operation}",
-                self.name, limits.max_handles
+            None if table_full => (
+                FaultKind::Handles,
+                format!(
+                    "plugin {} exceeded its limit of {} handles (open files, sockets, streams, HTTP fields) in {operation}",
+                    self.name, limits.max_handles
+                ),
             ),
             None => match error.downcast_ref::<Trap>() {
-                Some(Trap::StackOverflow) => format!(
-                    "plugin {} exceeded its stack limit of {} KiB in {operation}",
-                    self.name, limits.stack_kib
+                Some(Trap::StackOverflow) => (
+                    FaultKind::Stack,
+                    format!(
+                        "plugin {} exceeded its stack limit of {} KiB in {operation}",
+                        self.name, limits.stack_kib
+                    ),
                 ),
-                Some(trap) => format!("plugin {} trapped in {operation}: {trap}", self.name),
-                None => format!("plugin {} failed in {operation}: {error:#}", self.name),
+                Some(trap) => (
+                    FaultKind::Trap,
+                    format!("plugin {} trapped in {operation}: {trap}", self.name),
+                ),
+                None => (
+                    FaultKind::Trap,
+                    format!("plugin {} failed in {operation}: {error:#}", self.name),
+                ),
             },
         };
-        ProviderError::Fault(message)
+        Failed::Faulted(kind, message)
     }
 }
 
@@ -343,11 +448,18 @@ impl Provider for WasmPlugin {
 
     async fn read(&self, path: &str) -> Result<ReadResult, ProviderError> {
         let owned = path.to_owned();
-        self.run("read", true, Some(path), async move |store, guest| {
-            guest.call_read(store, &owned).await
-        })
-        .await
-        .map(Into::into)
+        let read: ReadResult = self
+            .run("read", true, Some(path), async move |store, guest| {
+                guest.call_read(store, &owned).await
+            })
+            .await?
+            .into();
+        let bytes = read
+            .contents
+            .iter()
+            .map(|content| content.body.byte_count());
+        self.shared.meter.read(bytes.sum::<usize>() as u64);
+        Ok(read)
     }
 
     async fn complete(&self, request: CompletionRequest) -> Result<Completion, ProviderError> {

@@ -9,7 +9,8 @@
 //! opened it ([`super::sessions`]). A client must send its request headers
 //! within [`HEADER_TIMEOUT`], and at most `max_connections` connections are
 //! open at once (more are closed as they arrive). SIGINT and SIGTERM stop it
-//! gracefully.
+//! gracefully. `/healthz` and `/readyz` ([`super::observe`]) answer without
+//! a token.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::sessions::{MAX_SESSIONS_PER_CLIENT, SessionOwners};
 use crate::access::{AccessList, Client};
-use crate::protocol::ResmuxServer;
+use crate::protocol::Observed;
 
 /// How long a client may take to send a request's headers.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,7 +65,7 @@ const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
 /// Serves MCP over Streamable HTTP until SIGINT or SIGTERM.
-pub async fn serve_http(server: ResmuxServer, options: HttpOptions) -> Result<()> {
+pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
     if !options.address.ip().is_loopback() && options.allowed_hosts.is_empty() {
         bail!(
             "{} is not a loopback address: name the host names clients will use with --allow-host",
@@ -96,6 +97,7 @@ pub async fn serve_http(server: ResmuxServer, options: HttpOptions) -> Result<()
         });
         router = router.layer(axum::middleware::from_fn_with_state(gate, authenticate));
     }
+    let router = router.merge(super::observe::probes());
     let listener = TcpListener::bind(options.address)
         .await
         .with_context(|| format!("cannot listen on {}", options.address))?;
@@ -119,7 +121,7 @@ pub async fn serve_http(server: ResmuxServer, options: HttpOptions) -> Result<()
 
 /// Serves connections from `listener` until `stop`; returns the connections
 /// still open.
-async fn accept(
+pub(super) async fn accept(
     listener: TcpListener,
     router: axum::Router,
     max_connections: usize,

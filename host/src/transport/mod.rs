@@ -1,20 +1,24 @@
 //! The edge: how MCP messages reach the protocol handler. stdio for a client
 //! that starts resmux itself, Streamable HTTP for a long-lived service. Checks
-//! that belong to the wire (`Host`, `Origin`) live here.
+//! that belong to the wire (`Host`, `Origin`) live here, and so does the
+//! operator's listener for metrics and probes ([`observe`]).
 
 mod http;
+mod observe;
 mod sessions;
 
 pub use http::{HEADER_TIMEOUT, HttpOptions, serve_http};
+pub use observe::{mark_ready, serve_metrics};
 
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;
 
-use crate::protocol::ResmuxServer;
+use crate::protocol::Observed;
 
 /// Serves one MCP session on stdin and stdout until the client closes it.
-pub async fn serve_stdio(server: ResmuxServer) -> Result<()> {
+pub async fn serve_stdio(server: Observed) -> Result<()> {
     let service = server
+        .for_session()
         .serve(rmcp::transport::stdio_pipes())
         .await
         .context("the MCP session did not start")?;

@@ -239,6 +239,13 @@ impl Guest for Liar {
                 }
                 vec![content("flood", "text/plain")]
             }
+            "chatter" => {
+                // Many short lines: 64 KiB of them is thousands of log lines.
+                for line in 0..20_000 {
+                    eprintln!("chatter {line}");
+                }
+                vec![content("chatter", "text/plain")]
+            }
             "flood-streams" => {
                 // The same flood, each line through a stream handle of its own.
                 let line = format!("{}\n", "y".repeat(1023));

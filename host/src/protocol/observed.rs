@@ -1,0 +1,330 @@
+//! Every MCP request seen from outside: one span per request, named and
+//! described after the OpenTelemetry MCP semantic conventions (status
+//! Development) and continuing the client's trace when it sends W3C trace
+//! context (in `_meta` or in HTTP headers), and the request counted in
+//! `mcp_server_operation_duration_seconds` and per client. The URI a request
+//! is about goes into its span only when the operator asks for it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
+    CustomResult, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use tracing::Instrument;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::{ResmuxServer, client_of};
+use crate::telemetry::metrics::{ClientMethod, McpOperation};
+use crate::telemetry::{metrics, traces};
+
+/// A server whose requests are traced and counted.
+#[derive(Clone)]
+pub struct Observed {
+    server: ResmuxServer,
+    uris_in_spans: bool,
+    /// Counts the session among those open while it lives (not held by the
+    /// server every session is made from).
+    _open: Option<Arc<OpenSession>>,
+}
+
+/// One session counted as open until dropped.
+struct OpenSession;
+
+impl OpenSession {
+    fn open() -> Arc<Self> {
+        metrics().sessions.inc();
+        Arc::new(Self)
+    }
+}
+
+impl Drop for OpenSession {
+    fn drop(&mut self) {
+        metrics().sessions.dec();
+    }
+}
+
+impl Observed {
+    /// Observes `server`; spans name the resource URI when `uris_in_spans`.
+    pub fn new(server: ResmuxServer, uris_in_spans: bool) -> Self {
+        Self {
+            server,
+            uris_in_spans,
+            _open: None,
+        }
+    }
+
+    /// The handler of one new session.
+    pub fn for_session(&self) -> Self {
+        Self {
+            server: self.server.for_session(),
+            uris_in_spans: self.uris_in_spans,
+            _open: Some(OpenSession::open()),
+        }
+    }
+
+    /// Runs `answer`, the answer to one `method` request about `uri` (if it
+    /// names one), in the request's span, and counts it.
+    async fn observe<T>(
+        &self,
+        method: &'static str,
+        uri: Option<&str>,
+        context: &RequestContext<RoleServer>,
+        answer: impl Future<Output = Result<T, ErrorData>>,
+    ) -> Result<T, ErrorData> {
+        let client = client_of(&context.extensions).name;
+        let span = self.span(method, uri, context);
+        let started = Instant::now();
+        let result = answer.instrument(span.clone()).await;
+        let error_type = result.as_ref().err().map(|error| error.code.0.to_string());
+        if let Some(code) = &error_type {
+            span.record("error.type", code.as_str());
+            span.record("rpc.response.status_code", code.as_str());
+            span.record("otel.status_code", "ERROR");
+        }
+        let metrics = metrics();
+        metrics
+            .mcp_duration
+            .get_or_create(&McpOperation {
+                mcp_method_name: method,
+                error_type,
+            })
+            .observe(started.elapsed().as_secs_f64());
+        metrics
+            .client_requests
+            .get_or_create(&ClientMethod {
+                client: client.to_string(),
+                mcp_method_name: method,
+            })
+            .inc();
+        result
+    }
+
+    fn span(
+        &self,
+        method: &'static str,
+        uri: Option<&str>,
+        context: &RequestContext<RoleServer>,
+    ) -> tracing::Span {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let span = tracing::info_span!(
+            "mcp.request",
+            otel.name = method,
+            otel.kind = "server",
+            otel.status_code = Empty,
+            mcp.method.name = method,
+            mcp.protocol.version = Empty,
+            mcp.session.id = Empty,
+            mcp.resource.uri = Empty,
+            jsonrpc.request.id = %context.id,
+            network.transport = if parts.is_some() { "tcp" } else { "pipe" },
+            error.type = Empty,
+            rpc.response.status_code = Empty,
+        );
+        if let Some(version) = context.protocol_version() {
+            span.record("mcp.protocol.version", version.as_str());
+        }
+        if let Some(session) = parts
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|value| value.to_str().ok())
+        {
+            span.record("mcp.session.id", session);
+        }
+        if self.uris_in_spans
+            && let Some(uri) = uri
+        {
+            span.record("mcp.resource.uri", uri);
+        }
+        if let Some(parent) =
+            traces::client_context(&context.meta, parts.map(|parts| &parts.headers))
+        {
+            // A span exported nowhere has no parent to set; nothing is lost.
+            let _ = span.set_parent(parent);
+        }
+        span
+    }
+}
+
+impl ServerHandler for Observed {
+    fn get_info(&self) -> ServerConfig {
+        self.server.get_info()
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        self.observe(
+            "initialize",
+            None,
+            &context,
+            self.server.initialize(request, context.clone()),
+        )
+        .await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.observe(
+            "resources/list",
+            None,
+            &context,
+            self.server.list_resources(request, context.clone()),
+        )
+        .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.observe(
+            "resources/templates/list",
+            None,
+            &context,
+            self.server
+                .list_resource_templates(request, context.clone()),
+        )
+        .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.clone();
+        self.observe(
+            "resources/read",
+            Some(&uri),
+            &context,
+            self.server.read_resource(request, context.clone()),
+        )
+        .await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.observe(
+            "completion/complete",
+            None,
+            &context,
+            self.server.complete(request, context.clone()),
+        )
+        .await
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.observe(
+            "tools/list",
+            None,
+            &context,
+            self.server.list_tools(request, context.clone()),
+        )
+        .await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.observe(
+            "tools/call",
+            None,
+            &context,
+            self.server.call_tool(request, context.clone()),
+        )
+        .await
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.server.on_initialized(context).await;
+    }
+
+    #[allow(deprecated, reason = "the only route for clients before 2026-07-28")]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let uri = request.uri.clone();
+        self.observe(
+            "resources/subscribe",
+            Some(&uri),
+            &context,
+            self.server.subscribe(request, context.clone()),
+        )
+        .await
+    }
+
+    #[allow(deprecated, reason = "the only route for clients before 2026-07-28")]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let uri = request.uri.clone();
+        self.observe(
+            "resources/unsubscribe",
+            Some(&uri),
+            &context,
+            self.server.unsubscribe(request, context.clone()),
+        )
+        .await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        self.server.accepted_subscription_filter(requested)
+    }
+
+    /// A listen stream lasts as long as the client keeps it: counted per
+    /// client, but not timed.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let client = client_of(&context.request_context().extensions).name;
+        metrics()
+            .client_requests
+            .get_or_create(&ClientMethod {
+                client: client.to_string(),
+                mcp_method_name: "subscriptions/listen",
+            })
+            .inc();
+        self.server.listen(context).await
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        self.observe(
+            "other",
+            None,
+            &context,
+            self.server.on_custom_request(request, context.clone()),
+        )
+        .await
+    }
+}

@@ -1,0 +1,246 @@
+//! What the runtime reports about each plugin to the metrics: its calls by
+//! operation and outcome, their latency, faults by kind, quarantines, the
+//! CPU time and peak memory of its instances, bytes read, instances alive,
+//! and, at each scrape, whether it is quarantined now.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use wasmtime::Store;
+
+use super::health::Health;
+use crate::contract::ProviderError;
+use crate::policy::Sandbox;
+use crate::telemetry::metrics;
+use crate::telemetry::metrics::{
+    Plugin, PluginCall, PluginFault, PluginOperation, PluginQuarantine,
+};
+
+/// Why a call faulted, as the metrics count it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    Trap,
+    Timeout,
+    Cpu,
+    Memory,
+    Table,
+    Stack,
+    Handles,
+    /// The host could not run the call (its thread ended, an instance could
+    /// not be made).
+    Host,
+}
+
+impl FaultKind {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Trap => "trap",
+            Self::Timeout => "timeout",
+            Self::Cpu => "cpu",
+            Self::Memory => "memory",
+            Self::Table => "table",
+            Self::Stack => "stack",
+            Self::Handles => "handles",
+            Self::Host => "host",
+        }
+    }
+
+    /// The outcome of a call that ended in this fault.
+    fn outcome(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Cpu | Self::Memory | Self::Table | Self::Stack | Self::Handles => "limit",
+            Self::Trap | Self::Host => "fault",
+        }
+    }
+}
+
+/// How one call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    Answered,
+    /// With an error the plugin, or the host refusing it, answered; the
+    /// outcome label.
+    Refused(&'static str),
+    Faulted(FaultKind),
+    Quarantined,
+}
+
+impl Ended {
+    /// A call that ended with `error`, no fault.
+    pub fn refused(error: &ProviderError) -> Self {
+        Self::Refused(match error {
+            ProviderError::NotFound(_) => "not-found",
+            ProviderError::InvalidInput(_) => "invalid",
+            ProviderError::Denied(_) => "denied",
+            ProviderError::Unavailable(_) => "unavailable",
+            ProviderError::Internal(_) => "internal",
+            ProviderError::Fault(_) => "fault",
+        })
+    }
+}
+
+/// One plugin's figures.
+pub struct Meter {
+    plugin: Plugin,
+}
+
+impl Meter {
+    /// The figures of `name`, whose quarantine is reported while `health`
+    /// lives.
+    pub fn new(name: &str, health: &Arc<Health>) -> Self {
+        QUARANTINED.watch(name, health);
+        Self {
+            plugin: Plugin {
+                plugin: name.to_owned(),
+            },
+        }
+    }
+
+    /// Counts one call of `operation`.
+    pub fn call(&self, operation: &'static str, ended: Ended, took: Duration) {
+        let metrics = metrics();
+        let outcome = match ended {
+            Ended::Answered => "ok",
+            Ended::Refused(outcome) => outcome,
+            Ended::Faulted(kind) => {
+                metrics
+                    .plugin_faults
+                    .get_or_create(&PluginFault {
+                        plugin: self.plugin.plugin.clone(),
+                        kind: kind.label(),
+                    })
+                    .inc();
+                kind.outcome()
+            }
+            Ended::Quarantined => "quarantined",
+        };
+        metrics
+            .plugin_calls
+            .get_or_create(&PluginCall {
+                plugin: self.plugin.plugin.clone(),
+                operation,
+                outcome,
+            })
+            .inc();
+        if !matches!(ended, Ended::Quarantined) {
+            metrics
+                .plugin_call_duration
+                .get_or_create(&PluginOperation {
+                    plugin: self.plugin.plugin.clone(),
+                    operation,
+                })
+                .observe(took.as_secs_f64());
+        }
+    }
+
+    /// Counts a quarantine that just started, of a path or of the plugin.
+    pub fn quarantine(&self, of_path: bool) {
+        metrics()
+            .plugin_quarantines
+            .get_or_create(&PluginQuarantine {
+                plugin: self.plugin.plugin.clone(),
+                scope: if of_path { "path" } else { "plugin" },
+            })
+            .inc();
+    }
+
+    /// Counts the bytes a read returned.
+    pub fn read(&self, bytes: u64) {
+        metrics()
+            .plugin_read_bytes
+            .get_or_create(&self.plugin)
+            .inc_by(bytes);
+    }
+
+    /// A store counted among the plugin's instances until dropped, when its
+    /// CPU time and memory are added to the plugin's figures.
+    pub fn store(&self, store: Store<Sandbox>) -> MeteredStore<'_> {
+        metrics().plugin_instances.get_or_create(&self.plugin).inc();
+        MeteredStore { store, meter: self }
+    }
+}
+
+/// A store whose figures reach the metrics when it is dropped, however its
+/// call ended.
+pub struct MeteredStore<'a> {
+    pub store: Store<Sandbox>,
+    meter: &'a Meter,
+}
+
+impl Drop for MeteredStore<'_> {
+    fn drop(&mut self) {
+        let metrics = metrics();
+        let plugin = &self.meter.plugin;
+        let limiter = self.store.data().limits_reached();
+        let cpu = limiter.cpu_used();
+        if !cpu.is_zero() {
+            metrics
+                .plugin_cpu
+                .get_or_create(plugin)
+                .inc_by(cpu.as_secs_f64());
+        }
+        metrics.raise_peak_memory(plugin, limiter.memory_in_use() as u64);
+        metrics.plugin_instances.get_or_create(plugin).dec();
+    }
+}
+
+/// The plugins loaded now, whose quarantine each scrape reports.
+static QUARANTINED: LazyLock<Arc<Quarantined>> = LazyLock::new(|| {
+    let quarantined = Arc::<Quarantined>::default();
+    metrics().register_collector(quarantined.clone());
+    quarantined
+});
+
+#[derive(Default)]
+struct Quarantined {
+    plugins: Mutex<Vec<(Plugin, Weak<Health>)>>,
+}
+
+impl Quarantined {
+    fn watch(&self, name: &str, health: &Arc<Health>) {
+        let plugin = Plugin {
+            plugin: name.to_owned(),
+        };
+        self.lock().push((plugin, Arc::downgrade(health)));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Plugin, Weak<Health>)>> {
+        self.plugins.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for Quarantined {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "Quarantined({} plugins)", self.lock().len())
+    }
+}
+
+impl Collector for Quarantined {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let mut plugins = self.lock();
+        plugins.retain(|(_, health)| health.strong_count() > 0);
+        // A plugin replaced live is reported once, as its newest load.
+        let mut seen = std::collections::HashMap::new();
+        for (plugin, health) in plugins.iter() {
+            if let Some(health) = health.upgrade() {
+                seen.insert(plugin.clone(), health.quarantine_left(None).is_some());
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "resmux_plugin_quarantined",
+            "Whether the plugin as a whole is quarantined now (1) or serving (0)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (plugin, quarantined) in seen {
+            ConstGauge::new(i64::from(quarantined)).encode(family.encode_family(&plugin)?)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,301 @@
+//! The metrics every layer records into: one process-wide registry of
+//! Prometheus families ([`metrics`]), encoded on demand for `/metrics` in
+//! the Prometheus text format or OpenMetrics.
+//!
+//! Label sets stay bounded: plugins and clients are named by the operator,
+//! and operations, outcomes and MCP methods come from fixed lists (a method
+//! resmux does not serve is `other`). No label ever carries a URI, a path
+//! or a token.
+
+use std::sync::atomic::Ordering;
+use std::sync::{LazyLock, Mutex, PoisonError};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// Every family resmux records, and the registry that encodes them.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    /// Calls into plugins by operation and outcome.
+    pub plugin_calls: Family<PluginCall, Counter>,
+    /// How long plugin calls took, by operation.
+    pub plugin_call_duration: Family<PluginOperation, Histogram, fn() -> Histogram>,
+    /// Faults by kind.
+    pub plugin_faults: Family<PluginFault, Counter>,
+    /// Quarantines started, of the whole plugin or of one path.
+    pub plugin_quarantines: Family<PluginQuarantine, Counter>,
+    /// CPU time the plugin's code used, counted in epoch ticks.
+    pub plugin_cpu: Family<Plugin, Counter<f64>>,
+    /// The most linear memory one instance of the plugin has held.
+    pub plugin_peak_memory: Family<Plugin, Gauge>,
+    /// Bytes of content the plugin's reads returned.
+    pub plugin_read_bytes: Family<Plugin, Counter>,
+    /// Instances of the plugin alive now.
+    pub plugin_instances: Family<Plugin, Gauge>,
+    /// Instance slots the runtime's pools hold (0 with on-demand allocation).
+    pub instance_pool_capacity: Gauge,
+    /// MCP requests and how long they took (OpenTelemetry MCP semantic
+    /// conventions, `mcp.server.operation.duration`).
+    pub mcp_duration: Family<McpOperation, Histogram, fn() -> Histogram>,
+    /// MCP requests by client.
+    pub client_requests: Family<ClientMethod, Counter>,
+    /// Response cache lookups answered from the cache, by kind.
+    pub cache_hits: Family<CacheKind, Counter>,
+    /// Response cache lookups that went on to the namespace, by kind.
+    pub cache_misses: Family<CacheKind, Counter>,
+    /// Cached answers dropped to make room or gone stale.
+    pub cache_evictions: Counter,
+    /// MCP sessions open (stdio, and legacy HTTP sessions).
+    pub sessions: Gauge,
+    /// `subscriptions/listen` streams open.
+    pub listen_streams: Gauge,
+    /// Resources followed, summed over every session and stream.
+    pub subscriptions: Gauge,
+    /// Reads refused by a client's rate limit.
+    pub rate_limited: Family<ClientLabel, Counter>,
+    /// Audit lines that could not be written.
+    pub audit_write_failures: Counter,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Plugin {
+    pub plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginOperation {
+    pub plugin: String,
+    pub operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginCall {
+    pub plugin: String,
+    pub operation: &'static str,
+    /// `ok`, `not-found`, `invalid`, `denied`, `unavailable`, `internal`,
+    /// `fault`, `timeout`, `limit` or `quarantined`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginFault {
+    pub plugin: String,
+    /// `trap`, `timeout`, `cpu`, `memory`, `table`, `stack`, `handles`,
+    /// `answer` (an answer that broke the contract) or `host`.
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginQuarantine {
+    pub plugin: String,
+    /// `plugin` or `path`.
+    pub scope: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct McpOperation {
+    pub mcp_method_name: &'static str,
+    /// The JSON-RPC error code of a failed request; empty when it succeeded.
+    pub error_type: Option<String>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClientMethod {
+    pub client: String,
+    pub mcp_method_name: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClientLabel {
+    pub client: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheKind {
+    /// `read` or `page`.
+    pub kind: &'static str,
+}
+
+/// Latency buckets, in seconds: 100 µs to 10 s.
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::register);
+    &METRICS
+}
+
+impl Metrics {
+    fn register() -> Self {
+        let mut metrics = Self {
+            registry: Mutex::default(),
+            plugin_calls: Family::default(),
+            plugin_call_duration: Family::new_with_constructor(latency_histogram),
+            plugin_faults: Family::default(),
+            plugin_quarantines: Family::default(),
+            plugin_cpu: Family::default(),
+            plugin_peak_memory: Family::default(),
+            plugin_read_bytes: Family::default(),
+            plugin_instances: Family::default(),
+            instance_pool_capacity: Gauge::default(),
+            mcp_duration: Family::new_with_constructor(latency_histogram),
+            client_requests: Family::default(),
+            cache_hits: Family::default(),
+            cache_misses: Family::default(),
+            cache_evictions: Counter::default(),
+            sessions: Gauge::default(),
+            listen_streams: Gauge::default(),
+            subscriptions: Gauge::default(),
+            rate_limited: Family::default(),
+            audit_write_failures: Counter::default(),
+        };
+        let mut registry = Registry::default();
+        let plugin = registry.sub_registry_with_prefix("resmux_plugin");
+        plugin.register(
+            "calls",
+            "Calls into a plugin, by operation and outcome",
+            metrics.plugin_calls.clone(),
+        );
+        plugin.register_with_unit(
+            "call_duration",
+            "How long calls into a plugin took, queueing included",
+            Unit::Seconds,
+            metrics.plugin_call_duration.clone(),
+        );
+        plugin.register(
+            "faults",
+            "Faults of a plugin, by kind",
+            metrics.plugin_faults.clone(),
+        );
+        plugin.register(
+            "quarantines",
+            "Quarantines started, of the whole plugin or of one path or argument",
+            metrics.plugin_quarantines.clone(),
+        );
+        plugin.register_with_unit(
+            "cpu",
+            "CPU time the plugin's code used, as counted against its cpu_ms budget (10 ms ticks)",
+            Unit::Seconds,
+            metrics.plugin_cpu.clone(),
+        );
+        plugin.register_with_unit(
+            "peak_memory",
+            "The most linear memory one instance of the plugin has held",
+            Unit::Bytes,
+            metrics.plugin_peak_memory.clone(),
+        );
+        plugin.register_with_unit(
+            "read",
+            "Content the plugin's reads returned",
+            Unit::Bytes,
+            metrics.plugin_read_bytes.clone(),
+        );
+        plugin.register(
+            "instances",
+            "Instances of the plugin alive now",
+            metrics.plugin_instances.clone(),
+        );
+        registry.register(
+            "resmux_instance_pool_capacity",
+            "Instance slots the runtime's pools hold (0: instances are allocated on demand)",
+            metrics.instance_pool_capacity.clone(),
+        );
+        registry.register_with_unit(
+            "mcp_server_operation_duration",
+            "MCP requests and how long they took (OpenTelemetry MCP semantic conventions, status Development)",
+            Unit::Seconds,
+            metrics.mcp_duration.clone(),
+        );
+        let rest = registry.sub_registry_with_prefix("resmux");
+        rest.register(
+            "client_requests",
+            "MCP requests by client and method",
+            metrics.client_requests.clone(),
+        );
+        rest.register(
+            "response_cache_hits",
+            "Response cache lookups answered from the cache",
+            metrics.cache_hits.clone(),
+        );
+        rest.register(
+            "response_cache_misses",
+            "Response cache lookups that went on to the plugins",
+            metrics.cache_misses.clone(),
+        );
+        rest.register(
+            "response_cache_evictions",
+            "Cached answers dropped to make room or gone stale",
+            metrics.cache_evictions.clone(),
+        );
+        rest.register("sessions", "MCP sessions open", metrics.sessions.clone());
+        rest.register(
+            "listen_streams",
+            "subscriptions/listen streams open",
+            metrics.listen_streams.clone(),
+        );
+        rest.register(
+            "subscriptions",
+            "Resources followed, over every session and listen stream",
+            metrics.subscriptions.clone(),
+        );
+        rest.register(
+            "rate_limited",
+            "Reads refused by a client's rate limit",
+            metrics.rate_limited.clone(),
+        );
+        rest.register(
+            "audit_write_failures",
+            "Audit log lines that could not be written",
+            metrics.audit_write_failures.clone(),
+        );
+        *metrics
+            .registry
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = registry;
+        metrics
+    }
+
+    /// Adds figures read at each scrape.
+    pub fn register_collector(&self, collector: impl Collector) {
+        self.registry().register_collector(Box::new(collector));
+    }
+
+    /// Everything, in the Prometheus text format (0.0.4), or in OpenMetrics
+    /// when `openmetrics` is set.
+    pub fn encode(&self, openmetrics: bool) -> String {
+        let registry = self.registry();
+        let mut text = String::new();
+        let encoded = if openmetrics {
+            prometheus_client::encoding::text::encode(&mut text, &registry)
+        } else {
+            prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)
+        };
+        encoded.expect("writing to a String never fails");
+        text
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Raises the peak memory of `plugin` to `bytes` if that is higher.
+    pub fn raise_peak_memory(&self, plugin: &Plugin, bytes: u64) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.plugin_peak_memory
+            .get_or_create(plugin)
+            .inner()
+            .fetch_max(bytes, Ordering::Relaxed);
+    }
+}

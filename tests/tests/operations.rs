@@ -1,0 +1,464 @@
+//! What an operator relies on, tried against the real binary: Prometheus
+//! (Debian's, started here) scraping `--metrics` after known traffic and
+//! `promtool` linting the exposition, the probes with and without tokens,
+//! stderr that stalls without stalling reads, JSON logs that carry no
+//! answer of a plugin, and `resmux top`.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use resmux_tests::{
+    EXCHANGE_TIMEOUT, Folder, RawServer, free_address, http_get, resmux_bin, wait_until_ready,
+};
+use serde_json::Value;
+
+/// How long Prometheus may take to show a value after the traffic.
+const SCRAPED_WITHIN: Duration = Duration::from_secs(60);
+
+fn notes_and_liar() -> Folder {
+    let folder = Folder::new();
+    folder.plugin("notes", "notes").plugin("liar", "liar");
+    folder
+}
+
+/// Prometheus on loopback, scraping `target` every second; stopped on drop.
+struct Prometheus {
+    child: std::process::Child,
+    address: String,
+    _data: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: &str) -> Self {
+        let data = tempfile::tempdir().unwrap();
+        let config = data.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: resmux\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let address = free_address();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                data.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={address}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("Debian's prometheus is installed (scripts/test installs it)");
+        Self {
+            child,
+            address,
+            _data: data,
+        }
+    }
+
+    /// Waits until `query` evaluates to `expected` in Prometheus, as
+    /// `promtool query instant` prints it.
+    async fn expect(&self, query: &str, expected: f64) {
+        let deadline = tokio::time::Instant::now() + SCRAPED_WITHIN;
+        let mut last = String::new();
+        while tokio::time::Instant::now() < deadline {
+            let output = Command::new("promtool")
+                .args([
+                    "query",
+                    "instant",
+                    &format!("http://{}", self.address),
+                    query,
+                ])
+                .output()
+                .expect("promtool runs");
+            last = String::from_utf8_lossy(&output.stdout).into_owned()
+                + &String::from_utf8_lossy(&output.stderr);
+            let values: Vec<f64> = last
+                .lines()
+                .filter_map(|line| line.split_once(" => ")?.1.split(' ').next()?.parse().ok())
+                .collect();
+            if values == [expected] {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        panic!("{query} never became {expected} in Prometheus; last answer: {last}");
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
+    let folder = notes_and_liar();
+    let metrics = free_address();
+    let mut server = RawServer::start(
+        folder.path(),
+        &["--metrics", &metrics, "--response-cache-mib", "0"],
+    )
+    .unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    for _ in 0..5 {
+        server.read_text("notes://notes/welcome").await;
+    }
+    for _ in 0..2 {
+        let missing = server.read("notes://notes/nope").await.unwrap();
+        assert!(missing["error"].is_object(), "{missing}");
+    }
+    for _ in 0..3 {
+        let trapped = server.read("liar://panic").await.unwrap();
+        assert!(
+            resmux_tests::error_message(&trapped).contains("plugin liar trapped in read"),
+            "{trapped}"
+        );
+    }
+    let refused = server.read("liar://panic").await.unwrap();
+    assert!(
+        resmux_tests::error_message(&refused)
+            .contains("path \"panic\" of plugin liar is quarantined"),
+        "{refused}"
+    );
+    let honest = server.read("liar://honest").await.unwrap();
+    assert!(honest["result"]["contents"].is_array(), "{honest}");
+
+    let (status, exposition) = http_get(&metrics, "/metrics", &[]).unwrap();
+    assert_eq!(status, 200);
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    std::io::Write::write_all(&mut lint.stdin.take().unwrap(), exposition.as_bytes()).unwrap();
+    let linted = lint.wait_with_output().unwrap();
+    assert!(
+        linted.status.success() && linted.stdout.is_empty() && linted.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&linted.stdout),
+        String::from_utf8_lossy(&linted.stderr)
+    );
+    // Bounded labels: no URI or path of a read is a label value.
+    for leaked in ["welcome", "nope", "\"panic\"", "honest"] {
+        assert!(!exposition.contains(leaked), "{leaked} in {exposition}");
+    }
+
+    let prometheus = Prometheus::start(&metrics);
+    let calls = |outcome: &str, plugin: &str| {
+        format!(
+            "resmux_plugin_calls_total{{plugin=\"{plugin}\",operation=\"read\",outcome=\"{outcome}\"}}"
+        )
+    };
+    prometheus.expect(&calls("ok", "notes"), 5.0).await;
+    prometheus.expect(&calls("not-found", "notes"), 2.0).await;
+    prometheus.expect(&calls("fault", "liar"), 3.0).await;
+    prometheus.expect(&calls("quarantined", "liar"), 1.0).await;
+    prometheus.expect(&calls("ok", "liar"), 1.0).await;
+    prometheus
+        .expect(
+            "resmux_plugin_faults_total{plugin=\"liar\",kind=\"trap\"}",
+            3.0,
+        )
+        .await;
+    prometheus
+        .expect(
+            "resmux_plugin_quarantines_total{plugin=\"liar\",scope=\"path\"}",
+            1.0,
+        )
+        .await;
+    prometheus
+        .expect("resmux_plugin_quarantined{plugin=\"liar\"}", 0.0)
+        .await;
+    prometheus
+        .expect(
+            "resmux_plugin_read_bytes_total{plugin=\"notes\"}",
+            5.0 * 74.0,
+        )
+        .await;
+    prometheus
+        .expect(
+            "resmux_plugin_call_duration_seconds_count{plugin=\"notes\",operation=\"read\"}",
+            7.0,
+        )
+        .await;
+    prometheus
+        .expect(
+            "sum(mcp_server_operation_duration_seconds_count{mcp_method_name=\"resources/read\"})",
+            12.0,
+        )
+        .await;
+    prometheus
+        .expect(
+            "mcp_server_operation_duration_seconds_count{mcp_method_name=\"resources/read\",error_type=\"\"}",
+            6.0,
+        )
+        .await;
+    prometheus
+        .expect(
+            "resmux_client_requests_total{client=\"local\",mcp_method_name=\"resources/read\"}",
+            12.0,
+        )
+        .await;
+    prometheus.expect("resmux_sessions", 1.0).await;
+    prometheus
+        .expect("resmux_plugin_instances{plugin=\"notes\"}", 0.0)
+        .await;
+    prometheus
+        .expect(
+            "resmux_plugin_peak_memory_bytes{plugin=\"notes\"} > bool 0",
+            1.0,
+        )
+        .await;
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn probes_answer_without_a_token_while_mcp_needs_one() {
+    let folder = notes_and_liar();
+    folder.file(
+        "tokens.toml",
+        b"[clients.alice]\ntoken = { from_env = \"ALICE_TOKEN\" }\nschemes = [\"*\"]\n",
+    );
+    let (mcp, metrics) = (free_address(), free_address());
+    let tokens = folder.path().join("tokens.toml");
+    let mut server = tokio::process::Command::new(resmux_bin())
+        .args(["serve", "--plugins"])
+        .arg(folder.path())
+        .args(["--http", &mcp, "--metrics", &metrics, "--tokens"])
+        .arg(&tokens)
+        .env("ALICE_TOKEN", "the-secret-of-alice-0123456789")
+        .env("RESMUX_CACHE_DIR", resmux_tests::cache_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_until_ready(&metrics).await.unwrap();
+    for address in [&metrics, &mcp] {
+        let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+        while http_get(address, "/healthz", &[]).is_err() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{address} never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            http_get(address, "/healthz", &[]).unwrap(),
+            (200, "live\n".to_owned())
+        );
+        assert_eq!(
+            http_get(address, "/readyz", &[]).unwrap(),
+            (200, "ready\n".to_owned())
+        );
+    }
+    let (status, _) = http_get(&mcp, "/mcp", &[("Accept", "text/event-stream")]).unwrap();
+    assert_eq!(status, 401, "the MCP endpoint still needs a token");
+    let (status, _) = http_get(&mcp, "/metrics", &[]).unwrap();
+    assert_ne!(status, 200, "metrics are not served on the MCP port");
+    let (status, body) = http_get(
+        &metrics,
+        "/metrics",
+        &[("Accept", "application/openmetrics-text")],
+    )
+    .unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        body.ends_with("# EOF\n"),
+        "OpenMetrics when asked for: {body}"
+    );
+    server.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stalled_log_reader_does_not_stall_reads() {
+    let folder = notes_and_liar();
+    let metrics = free_address();
+    let mut server = RawServer::start_stalling_stderr(
+        folder.path(),
+        &["--metrics", &metrics, "--response-cache-mib", "0"],
+    )
+    .unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    // A flood logs 64 KiB of each of the plugin's two streams (the cap of
+    // one call): past the 64 KiB pipe nobody drains. Chatter logs thousands
+    // of short lines: past the log writer's buffer of 16,384 lines.
+    let chatter = std::iter::repeat_n("liar://chatter", 6);
+    for uri in ["liar://flood", "liar://flood"].into_iter().chain(chatter) {
+        let answered = tokio::time::timeout(EXCHANGE_TIMEOUT, server.read(uri))
+            .await
+            .expect("a read while stderr is stalled")
+            .unwrap();
+        assert_eq!(answered["result"]["contents"][0]["uri"], uri, "{answered}");
+    }
+    let welcome = tokio::time::timeout(EXCHANGE_TIMEOUT, server.read_text("notes://notes/welcome"))
+        .await
+        .expect("a read of another plugin while stderr is stalled");
+    assert!(welcome.starts_with("# Welcome"), "{welcome}");
+    let (_, exposition) = http_get(&metrics, "/metrics", &[]).unwrap();
+    let dropped: f64 = exposition
+        .lines()
+        .find_map(|line| line.strip_prefix("resmux_log_lines_dropped_total "))
+        .expect("the dropped-lines counter")
+        .parse()
+        .unwrap();
+    assert!(dropped > 1000.0, "{dropped} log lines dropped");
+}
+
+#[tokio::test]
+async fn json_logs_are_objects_and_carry_no_answer_even_at_debug() {
+    let folder = notes_and_liar();
+    let mut server = RawServer::start(
+        folder.path(),
+        &["--log-format", "json", "--log-level", "debug"],
+    )
+    .unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let welcome = server.read_text("notes://notes/welcome").await;
+    let honest = server.read("liar://honest").await.unwrap();
+    assert!(honest["result"]["contents"].is_array(), "{honest}");
+    let log = server.stop().await.unwrap();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    for line in &lines {
+        for field in ["timestamp", "level", "target"] {
+            assert!(line[field].is_string(), "{field} missing: {line}");
+        }
+    }
+    assert!(
+        lines.iter().any(|line| line["target"] == "resmux::plugin"
+            && line["stream"] == "stderr"
+            && line["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("liar says hello on stderr")),
+        "the plugin's own output is logged: {log}"
+    );
+    let first_line = welcome.lines().next().unwrap();
+    assert!(
+        !log.contains(first_line),
+        "an answer reached the log: {log}"
+    );
+    assert!(
+        lines.iter().any(|line| line["level"] == "DEBUG"),
+        "debug lines are written: {log}"
+    );
+}
+
+#[tokio::test]
+async fn top_shows_each_plugins_figures() {
+    let folder = notes_and_liar();
+    let metrics = free_address();
+    let mut server = RawServer::start(
+        folder.path(),
+        &["--metrics", &metrics, "--response-cache-mib", "0"],
+    )
+    .unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    server.read_text("notes://notes/welcome").await;
+    let top = tokio::process::Command::new(resmux_bin())
+        .args(["top", &metrics, "--once", "--interval", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reading = tokio::spawn(async move {
+        let mut reads = 0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        while tokio::time::Instant::now() < deadline {
+            server.read_text("notes://notes/welcome").await;
+            reads += 1;
+        }
+        (server, reads)
+    });
+    let output = tokio::time::timeout(EXCHANGE_TIMEOUT, top.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let (server, reads) = reading.await.unwrap();
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(reads > 10, "{reads}");
+    let notes = table
+        .lines()
+        .find(|line| line.starts_with("notes "))
+        .unwrap_or_else(|| panic!("no row for notes: {table}"));
+    let columns: Vec<&str> = notes.split_whitespace().collect();
+    let calls_per_second: f64 = columns[1].parse().unwrap();
+    assert!(calls_per_second > 1.0, "{table}");
+    assert!(
+        columns[2].starts_with('≤') && columns[3].starts_with('≤'),
+        "{table}"
+    );
+    assert_eq!(columns[4], "0", "{table}");
+    assert_eq!(columns.last(), Some(&"serving"), "{table}");
+    server.stop().await.unwrap();
+
+    let unreachable = Command::new(resmux_bin())
+        .args(["top", &free_address(), "--once"])
+        .output()
+        .unwrap();
+    assert!(!unreachable.status.success());
+    assert!(
+        String::from_utf8_lossy(&unreachable.stderr).contains("is resmux serving with --metrics?"),
+        "{}",
+        String::from_utf8_lossy(&unreachable.stderr)
+    );
+}
+
+#[test]
+fn the_shipped_catalog_passes_check_and_an_unreachable_api_is_a_warning() {
+    let built = resmux_tests::workspace().join("target/plugins");
+    let shipped = resmux_tests::resmux(&["check", built.join("catalog.wasm").to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&shipped.stdout);
+    assert!(shipped.status.success(), "{report}");
+    assert!(
+        report.contains("ok    list: 3 valid resources on 1 page(s)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("ok    read catalog://items/apples: "),
+        "{report}"
+    );
+    assert!(
+        report.ends_with(" passed, 0 warnings, 0 failed\n"),
+        "{report}"
+    );
+
+    let folder = Folder::new();
+    folder.plugin("catalog", "catalog");
+    let closed = free_address();
+    folder.manifest(
+        "catalog",
+        &format!("[config]\napi = \"http://{closed}\"\n[network]\nallow = [\"http://{closed}\"]\n"),
+    );
+    let down = resmux_tests::resmux(&[
+        "check",
+        folder.path().join("catalog.wasm").to_str().unwrap(),
+    ]);
+    let report = String::from_utf8_lossy(&down.stdout);
+    assert!(down.status.success(), "{report}");
+    assert!(
+        report.contains(&format!(
+            "WARN  resource page 1: unavailable: cannot reach http://{closed}/items"
+        )),
+        "{report}"
+    );
+    assert!(
+        report.ends_with(" passed, 1 warnings, 0 failed\n"),
+        "{report}"
+    );
+}
