@@ -23,7 +23,7 @@ def test_both_eras_page_read_and_get_their_not_found_code(server, mode):
 
     version, uris, text, missing = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert version == {"auto": "2026-07-28", "legacy": "2025-11-25"}[mode]
-    assert len(uris) == len(set(uris)) == 37
+    assert len(uris) == len(set(uris)) == 40
     assert text.startswith("# Welcome")
     assert missing.code == {"auto": -32602, "legacy": -32002}[mode]
     assert missing.data == {"uri": "notes://notes/missing"}

@@ -86,6 +86,24 @@ impl Prometheus {
         }
         panic!("{query} never became {expected} in Prometheus; last answer: {last}");
     }
+
+    /// Asserts that Prometheus evaluates `query` without an error.
+    fn query_ok(&self, query: &str) {
+        let output = Command::new("promtool")
+            .args([
+                "query",
+                "instant",
+                &format!("http://{}", self.address),
+                query,
+            ])
+            .output()
+            .expect("promtool runs");
+        assert!(
+            output.status.success(),
+            "{query}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
 
 impl Drop for Prometheus {
@@ -207,6 +225,21 @@ async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
         )
         .await;
     prometheus.expect("resmux_sessions", 1.0).await;
+    // Every query of the shipped Grafana dashboard is valid PromQL over
+    // these metrics.
+    let dashboard: Value = serde_json::from_slice(
+        &std::fs::read(resmux_tests::workspace().join("ops/grafana-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let query = target["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "1m");
+            prometheus.query_ok(&query);
+        }
+    }
     prometheus
         .expect("resmux_plugin_instances{plugin=\"notes\"}", 0.0)
         .await;
