@@ -70,6 +70,7 @@ def test_pages_through_every_resource_exactly_once(mode):
     expected |= {f"notes://notes/{n}" for n in ["welcome", "paths", "errors", "pagination", "groceries"]}
     expected |= {"test://static-text", "test://static-binary", "test://watched-resource"}
     expected |= {"dataset://datasets/cities", "dataset://datasets/rivers"}
+    expected |= {f"catalog://items/{i}" for i in ["apples", "bread", "tea"]}
     expected |= {f"kv://keys/{k}" for k in ["greeting", "motd", "owner", "release.channel", "release.version"]}
     expected |= {
         f"units://units/{u}"

@@ -1,5 +1,5 @@
 //! `resmux top`: live per-plugin figures from a running server's `/metrics`:
-//! calls per second, p50 and p99 latency over the last interval, faults,
+//! calls per second, p50 and p99 latency and faults over the last interval,
 //! instances alive and whether the plugin is quarantined. It refreshes the
 //! screen on a terminal, prints one table per interval otherwise, and prints
 //! one table and exits with `--once`.
@@ -110,11 +110,13 @@ impl Figures {
         let mut rows: BTreeMap<String, Row> = BTreeMap::new();
         let calls_before = per_plugin_sum(&before.scrape, "resmux_plugin_calls_total");
         for (plugin, calls) in per_plugin_sum(&now.scrape, "resmux_plugin_calls_total") {
-            let earlier = calls_before.get(&plugin).copied().unwrap_or(0.0);
-            rows.entry(plugin).or_default().calls_per_second = (calls - earlier).max(0.0) / seconds;
+            let calls = increase(calls_before.get(&plugin).copied(), calls);
+            rows.entry(plugin).or_default().calls_per_second = calls / seconds;
         }
+        let faults_before = per_plugin_sum(&before.scrape, "resmux_plugin_faults_total");
         for (plugin, faults) in per_plugin_sum(&now.scrape, "resmux_plugin_faults_total") {
-            rows.entry(plugin).or_default().faults = faults;
+            rows.entry(plugin).or_default().faults =
+                increase(faults_before.get(&plugin).copied(), faults);
         }
         for (plugin, instances) in per_plugin_sum(&now.scrape, "resmux_plugin_instances") {
             rows.entry(plugin).or_default().instances = instances;
@@ -124,7 +126,11 @@ impl Figures {
         }
         let latency_before = per_plugin_buckets(&before.scrape);
         for (plugin, buckets) in per_plugin_buckets(&now.scrape) {
-            let earlier = latency_before.get(&plugin);
+            // Buckets that went back belong to a restarted server: count
+            // all they hold.
+            let earlier = latency_before
+                .get(&plugin)
+                .filter(|earlier| total(earlier) <= total(&buckets));
             let recent: Vec<HistogramCount> = buckets
                 .iter()
                 .map(|bucket| HistogramCount {
@@ -139,6 +145,20 @@ impl Figures {
         }
         Self { rows }
     }
+}
+
+/// How much a counter grew from `before` to `now`; all of `now` when it
+/// went back (the server restarted).
+fn increase(before: Option<f64>, now: f64) -> f64 {
+    match before {
+        Some(before) if before <= now => now - before,
+        _ => now,
+    }
+}
+
+/// The observations cumulative `buckets` hold.
+fn total(buckets: &[HistogramCount]) -> f64 {
+    buckets.last().map_or(0.0, |bucket| bucket.count)
 }
 
 /// The sum of `metric` over each plugin's series.
@@ -198,7 +218,7 @@ fn bucket_count(buckets: &[HistogramCount], less_than: f64) -> f64 {
 /// The upper bound of the bucket the `q` quantile falls in (cumulative
 /// buckets, as Prometheus keeps them); `None` without observations.
 fn quantile(buckets: &[HistogramCount], q: f64) -> Option<f64> {
-    let total = buckets.last()?.count;
+    let total = total(buckets);
     if total <= 0.0 {
         return None;
     }

@@ -3,17 +3,20 @@
 //! Development) and continuing the client's trace when it sends W3C trace
 //! context (in `_meta` or in HTTP headers), and the request counted in
 //! `mcp_server_operation_duration_seconds` and per client. The URI a request
-//! is about goes into its span only when the operator asks for it.
+//! is about goes into its span only when the operator asks for it; what a
+//! client chose (a string request id, the URI) goes in quoted and cut short,
+//! so that it cannot forge a log line. The session id stays out: it is the
+//! key to a session.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
     CustomResult, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
+    ListResourcesResult, ListToolsResult, NumberOrString, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, RequestId, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -30,18 +33,19 @@ use crate::telemetry::{metrics, traces};
 pub struct Observed {
     server: ResmuxServer,
     uris_in_spans: bool,
-    /// Counts the session among those open while it lives (not held by the
-    /// server every session is made from).
-    _open: Option<Arc<OpenSession>>,
+    /// Set once the session is initialized, and counted among the open
+    /// sessions until its handler is dropped. Stateless requests never set
+    /// it: they are no sessions.
+    open: Arc<OnceLock<OpenSession>>,
 }
 
 /// One session counted as open until dropped.
 struct OpenSession;
 
 impl OpenSession {
-    fn open() -> Arc<Self> {
+    fn open() -> Self {
         metrics().sessions.inc();
-        Arc::new(Self)
+        Self
     }
 }
 
@@ -57,7 +61,7 @@ impl Observed {
         Self {
             server,
             uris_in_spans,
-            _open: None,
+            open: Arc::default(),
         }
     }
 
@@ -66,7 +70,7 @@ impl Observed {
         Self {
             server: self.server.for_session(),
             uris_in_spans: self.uris_in_spans,
-            _open: Some(OpenSession::open()),
+            open: Arc::default(),
         }
     }
 
@@ -121,9 +125,8 @@ impl Observed {
             otel.status_code = Empty,
             mcp.method.name = method,
             mcp.protocol.version = Empty,
-            mcp.session.id = Empty,
             mcp.resource.uri = Empty,
-            jsonrpc.request.id = %context.id,
+            jsonrpc.request.id = %request_id(&context.id),
             network.transport = if parts.is_some() { "tcp" } else { "pipe" },
             error.type = Empty,
             rpc.response.status_code = Empty,
@@ -131,16 +134,10 @@ impl Observed {
         if let Some(version) = context.protocol_version() {
             span.record("mcp.protocol.version", version.as_str());
         }
-        if let Some(session) = parts
-            .and_then(|parts| parts.headers.get("mcp-session-id"))
-            .and_then(|value| value.to_str().ok())
-        {
-            span.record("mcp.session.id", session);
-        }
         if self.uris_in_spans
             && let Some(uri) = uri
         {
-            span.record("mcp.resource.uri", uri);
+            span.record("mcp.resource.uri", quoted(uri));
         }
         if let Some(parent) =
             traces::client_context(&context.meta, parts.map(|parts| &parts.headers))
@@ -150,6 +147,25 @@ impl Observed {
         }
         span
     }
+}
+
+/// The longest text a client chose that a span shows.
+const MAX_SHOWN: usize = 256;
+
+/// A JSON-RPC request id as a span shows it: a number as is, a string
+/// quoted.
+fn request_id(id: &RequestId) -> String {
+    match id {
+        NumberOrString::Number(number) => number.to_string(),
+        NumberOrString::String(text) => quoted(text),
+    }
+}
+
+/// `text` quoted as a JSON string (newlines and controls escaped), its first
+/// [`MAX_SHOWN`] characters only.
+fn quoted(text: &str) -> String {
+    let shown: String = text.chars().take(MAX_SHOWN).collect();
+    serde_json::Value::String(shown).to_string()
 }
 
 impl ServerHandler for Observed {
@@ -258,6 +274,7 @@ impl ServerHandler for Observed {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let _ = self.open.set(OpenSession::open());
         self.server.on_initialized(context).await;
     }
 

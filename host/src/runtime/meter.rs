@@ -31,8 +31,7 @@ pub enum FaultKind {
     Table,
     Stack,
     Handles,
-    /// The host could not run the call (its thread ended, an instance could
-    /// not be made).
+    /// The host could not finish the call: the thread it ran on ended.
     Host,
 }
 
@@ -51,7 +50,7 @@ impl FaultKind {
     }
 
     /// The outcome of a call that ended in this fault.
-    fn outcome(self) -> &'static str {
+    fn outcome_of(self) -> &'static str {
         match self {
             Self::Timeout => "timeout",
             Self::Cpu | Self::Memory | Self::Table | Self::Stack | Self::Handles => "limit",
@@ -72,6 +71,17 @@ pub enum Ended {
 }
 
 impl Ended {
+    /// The outcome label: `ok`, how the call was refused, the kind of
+    /// fault, or `quarantined`.
+    pub fn outcome(self) -> &'static str {
+        match self {
+            Self::Answered => "ok",
+            Self::Refused(outcome) => outcome,
+            Self::Faulted(kind) => kind.outcome_of(),
+            Self::Quarantined => "quarantined",
+        }
+    }
+
     /// A call that ended with `error`, no fault.
     pub fn refused(error: &ProviderError) -> Self {
         Self::Refused(match error {
@@ -105,21 +115,16 @@ impl Meter {
     /// Counts one call of `operation`.
     pub fn call(&self, operation: &'static str, ended: Ended, took: Duration) {
         let metrics = metrics();
-        let outcome = match ended {
-            Ended::Answered => "ok",
-            Ended::Refused(outcome) => outcome,
-            Ended::Faulted(kind) => {
-                metrics
-                    .plugin_faults
-                    .get_or_create(&PluginFault {
-                        plugin: self.plugin.plugin.clone(),
-                        kind: kind.label(),
-                    })
-                    .inc();
-                kind.outcome()
-            }
-            Ended::Quarantined => "quarantined",
-        };
+        if let Ended::Faulted(kind) = ended {
+            metrics
+                .plugin_faults
+                .get_or_create(&PluginFault {
+                    plugin: self.plugin.plugin.clone(),
+                    kind: kind.label(),
+                })
+                .inc();
+        }
+        let outcome = ended.outcome();
         metrics
             .plugin_calls
             .get_or_create(&PluginCall {
@@ -203,11 +208,15 @@ struct Quarantined {
 }
 
 impl Quarantined {
+    /// Reports `health` while it lives; plugins gone are forgotten here too,
+    /// so a server that is never scraped keeps no more than it runs.
     fn watch(&self, name: &str, health: &Arc<Health>) {
         let plugin = Plugin {
             plugin: name.to_owned(),
         };
-        self.lock().push((plugin, Arc::downgrade(health)));
+        let mut plugins = self.lock();
+        plugins.retain(|(_, health)| health.strong_count() > 0);
+        plugins.push((plugin, Arc::downgrade(health)));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Plugin, Weak<Health>)>> {

@@ -59,6 +59,9 @@ type CallResult<T> = wasmtime::Result<Result<T, super::bindings::resmux::provide
 /// answered, or with a fault of the plugin.
 enum Failed {
     Answered(ProviderError),
+    /// Refused before an instance was made: every call slot (or the host's
+    /// descriptor budget) stayed taken. Says nothing of the plugin's health.
+    Busy(ProviderError),
     /// Refused at once: the plugin, or the path, is quarantined.
     Quarantined(String),
     Faulted(FaultKind, String),
@@ -154,7 +157,7 @@ impl WasmPlugin {
             .await;
         let ended = match &outcome {
             Ok(_) => Ended::Answered,
-            Err(Failed::Answered(error)) => Ended::refused(error),
+            Err(Failed::Answered(error) | Failed::Busy(error)) => Ended::refused(error),
             Err(Failed::Quarantined(_)) => Ended::Quarantined,
             Err(Failed::Faulted(kind, message)) => {
                 tracing::warn!(plugin = %shared.name, operation, "{message}");
@@ -170,32 +173,19 @@ impl WasmPlugin {
                 Ended::Faulted(*kind)
             }
         };
-        if matches!(ended, Ended::Answered | Ended::Refused(_)) {
+        if matches!(&outcome, Ok(_) | Err(Failed::Answered(_))) {
             shared.health.record_success(path);
         }
         shared.meter.call(operation, ended, started.elapsed());
-        outcome.map_err(|failed| {
-            let error = match failed {
-                Failed::Answered(error) => error,
-                Failed::Quarantined(message) => ProviderError::Unavailable(message),
-                Failed::Faulted(_, message) => ProviderError::Fault(message),
-            };
-            span.record("error.type", error_type(&error));
+        if ended != Ended::Answered {
+            span.record("error.type", ended.outcome());
             span.record("otel.status_code", "ERROR");
-            error
+        }
+        outcome.map_err(|failed| match failed {
+            Failed::Answered(error) | Failed::Busy(error) => error,
+            Failed::Quarantined(message) => ProviderError::Unavailable(message),
+            Failed::Faulted(_, message) => ProviderError::Fault(message),
         })
-    }
-}
-
-/// The `error.type` of a span that ended in `error`.
-fn error_type(error: &ProviderError) -> &'static str {
-    match error {
-        ProviderError::NotFound(_) => "not-found",
-        ProviderError::InvalidInput(_) => "invalid-input",
-        ProviderError::Denied(_) => "denied",
-        ProviderError::Unavailable(_) => "unavailable",
-        ProviderError::Internal(_) => "internal",
-        ProviderError::Fault(_) => "fault",
     }
 }
 
@@ -234,9 +224,9 @@ impl Shared {
         let timeout = self.policy.limits.timeout();
         let started = Instant::now();
         let held = match tokio::time::timeout(timeout, self.hold()).await {
-            Ok(held) => held?,
+            Ok(held) => held.map_err(Failed::Busy)?,
             Err(_) => {
-                return Err(Failed::Answered(ProviderError::Unavailable(format!(
+                return Err(Failed::Busy(ProviderError::Unavailable(format!(
                     "plugin {} is busy: its {} call slots (or the host's descriptor budget) stayed taken for {} ms",
                     self.name,
                     self.policy.limits.concurrent_calls,

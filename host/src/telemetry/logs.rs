@@ -81,7 +81,12 @@ pub fn init(level: Option<&str>, format: LogFormat) -> Result<Telemetry> {
             .flatten_event(true)
             .boxed(),
     };
-    let exporting = traces::exporter_from_env()?;
+    // A trace setting resmux cannot follow leaves traces off, with a
+    // warning, rather than stopping the server.
+    let (exporting, not_exported) = match traces::exporter_from_env() {
+        Ok(exporting) => (exporting, None),
+        Err(error) => (None, Some(error)),
+    };
     let spans = exporting.as_ref().map(|(_, tracer)| {
         // Spans carry the semantic conventions' attributes alone: no
         // source locations, threads or busy/idle times.
@@ -103,6 +108,9 @@ pub fn init(level: Option<&str>, format: LogFormat) -> Result<Telemetry> {
         .with(spans)
         .try_init()
         .context("cannot set up logging")?;
+    if let Some(error) = not_exported {
+        tracing::warn!("traces are not exported: {error:#}");
+    }
     Ok(Telemetry {
         _writer: guard,
         traces: exporting.map(|(provider, _)| provider),

@@ -50,7 +50,7 @@ pub struct Metrics {
     pub cache_misses: Family<CacheKind, Counter>,
     /// Cached answers dropped to make room or gone stale.
     pub cache_evictions: Counter,
-    /// MCP sessions open (stdio, and legacy HTTP sessions).
+    /// MCP sessions open: initialized over stdio or legacy HTTP.
     pub sessions: Gauge,
     /// `subscriptions/listen` streams open.
     pub listen_streams: Gauge,
@@ -85,8 +85,8 @@ pub struct PluginCall {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginFault {
     pub plugin: String,
-    /// `trap`, `timeout`, `cpu`, `memory`, `table`, `stack`, `handles`,
-    /// `answer` (an answer that broke the contract) or `host`.
+    /// `trap`, `timeout`, `cpu`, `memory`, `table`, `stack`, `handles` or
+    /// `host`.
     pub kind: &'static str,
 }
 

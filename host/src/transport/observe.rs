@@ -70,8 +70,15 @@ async fn scrape(headers: axum::http::HeaderMap) -> Response {
     } else {
         prometheus_client::encoding::prometheus_text::CONTENT_TYPE
     };
-    let body = tokio::task::spawn_blocking(move || metrics().encode(openmetrics))
-        .await
-        .unwrap_or_default();
-    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+    match tokio::task::spawn_blocking(move || metrics().encode(openmetrics)).await {
+        Ok(body) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
+        Err(failure) => {
+            tracing::error!("cannot encode the metrics: {failure}");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the metrics could not be encoded\n",
+            )
+                .into_response()
+        }
+    }
 }
