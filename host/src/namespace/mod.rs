@@ -332,7 +332,7 @@ impl Namespace {
     }
 
     /// One page of the resources of every provider in `scope`, merged.
-    #[tracing::instrument(name = "namespace.list", skip_all)]
+    #[tracing::instrument(name = "namespace.list", level = "debug", skip_all)]
     pub async fn list(
         &self,
         cursor: Option<&str>,
@@ -342,7 +342,7 @@ impl Namespace {
     }
 
     /// One page of the templates of every provider in `scope`, merged.
-    #[tracing::instrument(name = "namespace.templates", skip_all)]
+    #[tracing::instrument(name = "namespace.templates", level = "debug", skip_all)]
     pub async fn templates(
         &self,
         cursor: Option<&str>,
@@ -352,7 +352,7 @@ impl Namespace {
     }
 
     /// Reads `uri` from the provider of its scheme.
-    #[tracing::instrument(name = "namespace.read", skip_all, fields(resmux.scheme = uri.scheme()))]
+    #[tracing::instrument(name = "namespace.read", level = "debug", skip_all, fields(resmux.scheme = uri.scheme()))]
     pub async fn read(&self, uri: &Uri, scope: &Scope) -> Result<Read, NamespaceError> {
         let text = uri.as_str();
         let scheme = uri.scheme();
@@ -374,7 +374,7 @@ impl Namespace {
     }
 
     /// Completes `argument` of the template `template_uri`.
-    #[tracing::instrument(name = "namespace.complete", skip_all)]
+    #[tracing::instrument(name = "namespace.complete", level = "debug", skip_all)]
     pub async fn complete(
         &self,
         template_uri: &str,

@@ -118,7 +118,7 @@ impl Observed {
         context: &RequestContext<RoleServer>,
     ) -> tracing::Span {
         let parts = context.extensions.get::<http::request::Parts>();
-        let span = tracing::info_span!(
+        let span = tracing::debug_span!(
             "mcp.request",
             otel.name = method,
             otel.kind = "server",

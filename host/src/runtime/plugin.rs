@@ -142,7 +142,7 @@ impl WasmPlugin {
         F: AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T> + Send + 'static,
     {
         let shared = &self.shared;
-        let span = tracing::info_span!(
+        let span = tracing::debug_span!(
             "plugin.call",
             otel.name = %format_args!("{operation} {}", shared.name),
             resmux.plugin = %shared.name,

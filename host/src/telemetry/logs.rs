@@ -2,7 +2,9 @@
 //! object per line, through a writer thread with a bounded buffer: when
 //! stderr stalls, lines beyond the buffer are dropped and counted
 //! (`resmux_log_lines_dropped_total`) rather than stalling the server.
-//! Spans also go to OTLP when the environment asks ([`super::traces`]).
+//! Spans (at `debug`, so that they cost nothing unless traces are exported
+//! or the log asks for them) also go to OTLP when the environment asks
+//! ([`super::traces`]).
 //!
 //! No answer a plugin returned reaches the log at any level: rmcp logs
 //! whole requests and responses at `debug`, so its events are kept to
@@ -18,7 +20,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use tracing::Level;
 use tracing_appender::non_blocking::{ErrorCounter, NonBlockingBuilder, WorkerGuard};
-use tracing_subscriber::filter::{EnvFilter, FilterFn, Targets};
+use tracing_subscriber::filter::{EnvFilter, FilterFn, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
@@ -87,6 +89,12 @@ pub fn init(level: Option<&str>, format: LogFormat) -> Result<Telemetry> {
         Ok(exporting) => (exporting, None),
         Err(error) => (None, Some(error)),
     };
+    // Every filter states the most verbose level it lets through, so that
+    // callsites (and `log` records) beyond it are skipped at once.
+    let mut most_verbose = filter.max_level_hint().unwrap_or(LevelFilter::TRACE);
+    if exporting.is_some() {
+        most_verbose = most_verbose.max(LevelFilter::DEBUG);
+    }
     let spans = exporting.as_ref().map(|(_, tracer)| {
         // Spans carry the semantic conventions' attributes alone: no
         // source locations, threads or busy/idle times.
@@ -97,13 +105,19 @@ pub fn init(level: Option<&str>, format: LogFormat) -> Result<Telemetry> {
             .with_tracked_inactivity(false)
             .with_target(false)
             .with_level(false)
-            .with_filter(Targets::new().with_target("resmux", Level::INFO))
-            .with_filter(FilterFn::new(|metadata| metadata.is_span()))
+            .with_filter(Targets::new().with_target("resmux", Level::DEBUG))
+            .with_filter(
+                FilterFn::new(|metadata| metadata.is_span())
+                    .with_max_level_hint(LevelFilter::DEBUG),
+            )
     });
     tracing_subscriber::registry()
-        .with(FilterFn::new(|metadata| {
-            !metadata.target().starts_with("rmcp") || *metadata.level() <= Level::INFO
-        }))
+        .with(
+            FilterFn::new(|metadata| {
+                !metadata.target().starts_with("rmcp") || *metadata.level() <= Level::INFO
+            })
+            .with_max_level_hint(most_verbose),
+        )
         .with(lines.with_filter(filter))
         .with(spans)
         .try_init()
