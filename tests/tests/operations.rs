@@ -4,6 +4,7 @@
 //! stderr that stalls without stalling reads, JSON logs that carry no
 //! answer of a plugin, and `resmux top`.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -19,6 +20,30 @@ fn notes_and_liar() -> Folder {
     let folder = Folder::new();
     folder.plugin("notes", "notes").plugin("liar", "liar");
     folder
+}
+
+/// A server on `folder` started by `start` with `args`, serving metrics at
+/// the address returned, past its handshake.
+async fn metered(
+    folder: &Folder,
+    start: fn(&Path, &[&str]) -> anyhow::Result<RawServer>,
+    args: &[&str],
+) -> (RawServer, String) {
+    let metrics = free_address();
+    let mut args = args.to_vec();
+    args.extend(["--metrics", &metrics]);
+    let mut server = start(folder.path(), &args).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    (server, metrics)
+}
+
+/// The value of the sample `series` (name and labels, as exposed) in the
+/// server's exposition at `metrics`, if it is there.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    let (_, exposition) = http_get(metrics, "/metrics", &[]).unwrap();
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// Prometheus on loopback, scraping `target` every second; stopped on drop.
@@ -116,13 +141,8 @@ impl Drop for Prometheus {
 #[tokio::test]
 async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
     let folder = notes_and_liar();
-    let metrics = free_address();
-    let mut server = RawServer::start(
-        folder.path(),
-        &["--metrics", &metrics, "--response-cache-mib", "0"],
-    )
-    .unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let (mut server, metrics) =
+        metered(&folder, RawServer::start, &["--response-cache-mib", "0"]).await;
     for _ in 0..5 {
         server.read_text("notes://notes/welcome").await;
     }
@@ -346,15 +366,83 @@ async fn readiness_waits_for_the_folder_to_load() {
 }
 
 #[tokio::test]
+async fn a_plugin_faulting_in_its_listing_shows_quarantined_and_cached_reads_show_as_hits() {
+    let folder = notes_and_liar();
+    folder.manifest(
+        "liar",
+        "[config]\nlist = \"spin\"\n[limits]\ncpu_ms = 20\ntimeout_ms = 2000\n",
+    );
+    // Without the response cache, each listing asks the plugin.
+    let (mut server, metrics) =
+        metered(&folder, RawServer::start, &["--response-cache-mib", "0"]).await;
+    let quarantined = "resmux_plugin_quarantined{plugin=\"liar\"}";
+    assert_eq!(sample(&metrics, quarantined), Some(0.0));
+    for _ in 0..3 {
+        let listed = server
+            .request("resources/list", serde_json::json!({}))
+            .await
+            .unwrap();
+        assert!(listed["result"]["resources"].is_array(), "{listed}");
+    }
+    // The first quarantine lasts one second: the gauge says 1 within it
+    // and 0 after it, whichever a loaded machine lets the scrape see.
+    let quarantine_began = std::time::Instant::now();
+    let seen = sample(&metrics, quarantined);
+    let expected = if quarantine_began.elapsed() < Duration::from_millis(900) {
+        1.0
+    } else {
+        0.0
+    };
+    assert_eq!(seen, Some(expected));
+    assert_eq!(
+        sample(
+            &metrics,
+            "resmux_plugin_quarantines_total{plugin=\"liar\",scope=\"plugin\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "resmux_plugin_faults_total{plugin=\"liar\",kind=\"cpu\"}"
+        ),
+        Some(3.0)
+    );
+
+    server.stop().await.unwrap();
+
+    // Two reads of a resource cacheable for a minute: one miss, one hit.
+    let (mut server, metrics) = metered(&folder, RawServer::start, &[]).await;
+    let first = server.read_text("notes://notes/welcome").await;
+    assert_eq!(server.read_text("notes://notes/welcome").await, first);
+    let read_lookups = |outcome: &str| {
+        sample(
+            &metrics,
+            &format!("resmux_response_cache_{outcome}_total{{kind=\"read\"}}"),
+        )
+    };
+    assert_eq!(read_lookups("misses"), Some(1.0));
+    assert_eq!(read_lookups("hits"), Some(1.0));
+    assert_eq!(
+        sample(
+            &metrics,
+            "resmux_plugin_calls_total{plugin=\"notes\",operation=\"read\",outcome=\"ok\"}"
+        ),
+        Some(1.0)
+    );
+    assert!(sample(&metrics, "resmux_response_cache_bytes").unwrap() > 0.0);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_stalled_log_reader_does_not_stall_reads() {
     let folder = notes_and_liar();
-    let metrics = free_address();
-    let mut server = RawServer::start_stalling_stderr(
-        folder.path(),
-        &["--metrics", &metrics, "--response-cache-mib", "0"],
+    let (mut server, metrics) = metered(
+        &folder,
+        RawServer::start_stalling_stderr,
+        &["--response-cache-mib", "0"],
     )
-    .unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    .await;
     // A flood logs 64 KiB of each of the plugin's two streams (the cap of
     // one call): past the 64 KiB pipe nobody drains. Chatter logs thousands
     // of short lines: past the log writer's buffer of 16,384 lines.
@@ -370,13 +458,8 @@ async fn a_stalled_log_reader_does_not_stall_reads() {
         .await
         .expect("a read of another plugin while stderr is stalled");
     assert!(welcome.starts_with("# Welcome"), "{welcome}");
-    let (_, exposition) = http_get(&metrics, "/metrics", &[]).unwrap();
-    let dropped: f64 = exposition
-        .lines()
-        .find_map(|line| line.strip_prefix("resmux_log_lines_dropped_total "))
-        .expect("the dropped-lines counter")
-        .parse()
-        .unwrap();
+    let dropped =
+        sample(&metrics, "resmux_log_lines_dropped_total").expect("the dropped-lines counter");
     assert!(dropped > 1000.0, "{dropped} log lines dropped");
 }
 
@@ -425,13 +508,8 @@ async fn json_logs_are_objects_and_carry_no_answer_even_at_debug() {
 #[tokio::test]
 async fn top_shows_each_plugins_figures() {
     let folder = notes_and_liar();
-    let metrics = free_address();
-    let mut server = RawServer::start(
-        folder.path(),
-        &["--metrics", &metrics, "--response-cache-mib", "0"],
-    )
-    .unwrap();
-    server.initialize("2025-11-25").await.unwrap();
+    let (mut server, metrics) =
+        metered(&folder, RawServer::start, &["--response-cache-mib", "0"]).await;
     server.read_text("notes://notes/welcome").await;
     // Reads go on for as long as top runs, so its interval sees them.
     let mut top = tokio::process::Command::new(resmux_bin())

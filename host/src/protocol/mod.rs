@@ -176,11 +176,14 @@ impl ResmuxServer {
 /// The client a request comes from: put there by the HTTP transport's
 /// authentication, or the local client (stdio, or HTTP without tokens).
 fn client_of(extensions: &Extensions) -> Client {
+    client_in(extensions).cloned().unwrap_or_else(Client::local)
+}
+
+/// The client the HTTP transport authenticated, if it did.
+fn client_in(extensions: &Extensions) -> Option<&Client> {
     extensions
         .get::<http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<Client>())
-        .cloned()
-        .unwrap_or_else(Client::local)
 }
 
 impl ServerHandler for ResmuxServer {

@@ -13,10 +13,10 @@ use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, NumberOrString, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, RequestId, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CustomResult, Extensions, InitializeRequestParams, InitializeResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, NumberOrString,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, RequestId,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -24,7 +24,8 @@ use tracing::Instrument;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::{ResmuxServer, client_of};
+use super::{ResmuxServer, client_in};
+use crate::access::Client;
 use crate::telemetry::metrics::{ClientMethod, McpOperation};
 use crate::telemetry::{metrics, traces};
 
@@ -75,18 +76,22 @@ impl Observed {
     }
 
     /// Runs `answer`, the answer to one `method` request about `uri` (if it
-    /// names one), in the request's span, and counts it.
-    async fn observe<T>(
+    /// names one and the operator wants it in spans), in the request's span,
+    /// and counts it.
+    async fn observe<T, F>(
         &self,
         method: &'static str,
         uri: Option<&str>,
-        context: &RequestContext<RoleServer>,
-        answer: impl Future<Output = Result<T, ErrorData>>,
-    ) -> Result<T, ErrorData> {
-        let client = client_of(&context.extensions).name;
-        let span = self.span(method, uri, context);
+        context: RequestContext<RoleServer>,
+        answer: impl FnOnce(RequestContext<RoleServer>) -> F,
+    ) -> Result<T, ErrorData>
+    where
+        F: Future<Output = Result<T, ErrorData>>,
+    {
+        let client = client_name(&context.extensions);
+        let span = self.span(method, uri, &context);
         let started = Instant::now();
-        let result = answer.instrument(span.clone()).await;
+        let result = answer(context).instrument(span.clone()).await;
         let error_type = result.as_ref().err().map(|error| error.code.0.to_string());
         if let Some(code) = &error_type {
             span.record("error.type", code.as_str());
@@ -134,9 +139,7 @@ impl Observed {
         if let Some(version) = context.protocol_version() {
             span.record("mcp.protocol.version", version.as_str());
         }
-        if self.uris_in_spans
-            && let Some(uri) = uri
-        {
+        if let Some(uri) = uri {
             span.record("mcp.resource.uri", quoted(uri));
         }
         if let Some(parent) =
@@ -147,6 +150,11 @@ impl Observed {
         }
         span
     }
+}
+
+/// The name of the client a request comes from, without copying its scope.
+fn client_name(extensions: &Extensions) -> Arc<str> {
+    client_in(extensions).map_or_else(|| Client::local().name, |client| client.name.clone())
 }
 
 /// The longest text a client chose that a span shows.
@@ -178,12 +186,9 @@ impl ServerHandler for Observed {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        self.observe(
-            "initialize",
-            None,
-            &context,
-            self.server.initialize(request, context.clone()),
-        )
+        self.observe("initialize", None, context, |context| {
+            self.server.initialize(request, context)
+        })
         .await
     }
 
@@ -192,12 +197,9 @@ impl ServerHandler for Observed {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.observe(
-            "resources/list",
-            None,
-            &context,
-            self.server.list_resources(request, context.clone()),
-        )
+        self.observe("resources/list", None, context, |context| {
+            self.server.list_resources(request, context)
+        })
         .await
     }
 
@@ -206,13 +208,9 @@ impl ServerHandler for Observed {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.observe(
-            "resources/templates/list",
-            None,
-            &context,
-            self.server
-                .list_resource_templates(request, context.clone()),
-        )
+        self.observe("resources/templates/list", None, context, |context| {
+            self.server.list_resource_templates(request, context)
+        })
         .await
     }
 
@@ -221,13 +219,10 @@ impl ServerHandler for Observed {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let uri = request.uri.clone();
-        self.observe(
-            "resources/read",
-            Some(&uri),
-            &context,
-            self.server.read_resource(request, context.clone()),
-        )
+        let uri = self.uris_in_spans.then(|| request.uri.clone());
+        self.observe("resources/read", uri.as_deref(), context, |context| {
+            self.server.read_resource(request, context)
+        })
         .await
     }
 
@@ -236,12 +231,9 @@ impl ServerHandler for Observed {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.observe(
-            "completion/complete",
-            None,
-            &context,
-            self.server.complete(request, context.clone()),
-        )
+        self.observe("completion/complete", None, context, |context| {
+            self.server.complete(request, context)
+        })
         .await
     }
 
@@ -250,12 +242,9 @@ impl ServerHandler for Observed {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.observe(
-            "tools/list",
-            None,
-            &context,
-            self.server.list_tools(request, context.clone()),
-        )
+        self.observe("tools/list", None, context, |context| {
+            self.server.list_tools(request, context)
+        })
         .await
     }
 
@@ -264,12 +253,9 @@ impl ServerHandler for Observed {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.observe(
-            "tools/call",
-            None,
-            &context,
-            self.server.call_tool(request, context.clone()),
-        )
+        self.observe("tools/call", None, context, |context| {
+            self.server.call_tool(request, context)
+        })
         .await
     }
 
@@ -284,13 +270,10 @@ impl ServerHandler for Observed {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let uri = request.uri.clone();
-        self.observe(
-            "resources/subscribe",
-            Some(&uri),
-            &context,
-            self.server.subscribe(request, context.clone()),
-        )
+        let uri = self.uris_in_spans.then(|| request.uri.clone());
+        self.observe("resources/subscribe", uri.as_deref(), context, |context| {
+            self.server.subscribe(request, context)
+        })
         .await
     }
 
@@ -300,12 +283,12 @@ impl ServerHandler for Observed {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let uri = request.uri.clone();
+        let uri = self.uris_in_spans.then(|| request.uri.clone());
         self.observe(
             "resources/unsubscribe",
-            Some(&uri),
-            &context,
-            self.server.unsubscribe(request, context.clone()),
+            uri.as_deref(),
+            context,
+            |context| self.server.unsubscribe(request, context),
         )
         .await
     }
@@ -320,7 +303,7 @@ impl ServerHandler for Observed {
     /// A listen stream lasts as long as the client keeps it: counted per
     /// client, but not timed.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let client = client_of(&context.request_context().extensions).name;
+        let client = client_name(&context.request_context().extensions);
         metrics()
             .client_requests
             .get_or_create(&ClientMethod {
@@ -336,12 +319,9 @@ impl ServerHandler for Observed {
         request: CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        self.observe(
-            "other",
-            None,
-            &context,
-            self.server.on_custom_request(request, context.clone()),
-        )
+        self.observe("other", None, context, |context| {
+            self.server.on_custom_request(request, context)
+        })
         .await
     }
 }

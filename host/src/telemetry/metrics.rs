@@ -16,7 +16,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 
 /// Every family resmux records, and the registry that encodes them.
 pub struct Metrics {
@@ -131,6 +131,27 @@ fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
 }
 
+/// Registers metrics as they are made.
+struct Registering<'a>(&'a mut Registry);
+
+impl Registering<'_> {
+    /// `metric`, registered under `name` (the text format adds `_total` to
+    /// a counter and the unit's suffix).
+    fn metric<M: Metric + Clone>(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<Unit>,
+        metric: M,
+    ) -> M {
+        match unit {
+            Some(unit) => self.0.register_with_unit(name, help, unit, metric.clone()),
+            None => self.0.register(name, help, metric.clone()),
+        }
+        metric
+    }
+}
+
 /// The process's metrics.
 pub fn metrics() -> &'static Metrics {
     static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::register);
@@ -138,131 +159,125 @@ pub fn metrics() -> &'static Metrics {
 }
 
 impl Metrics {
+    /// Every family, each made and registered under its name in one step.
     fn register() -> Self {
-        let mut metrics = Self {
-            registry: Mutex::default(),
-            plugin_calls: Family::default(),
-            plugin_call_duration: Family::new_with_constructor(latency_histogram),
-            plugin_faults: Family::default(),
-            plugin_quarantines: Family::default(),
-            plugin_cpu: Family::default(),
-            plugin_peak_memory: Family::default(),
-            plugin_read_bytes: Family::default(),
-            plugin_instances: Family::default(),
-            instance_pool_capacity: Gauge::default(),
-            mcp_duration: Family::new_with_constructor(latency_histogram),
-            client_requests: Family::default(),
-            cache_hits: Family::default(),
-            cache_misses: Family::default(),
-            cache_evictions: Counter::default(),
-            sessions: Gauge::default(),
-            listen_streams: Gauge::default(),
-            subscriptions: Gauge::default(),
-            rate_limited: Family::default(),
-            audit_write_failures: Counter::default(),
-        };
         let mut registry = Registry::default();
-        let plugin = registry.sub_registry_with_prefix("resmux_plugin");
-        plugin.register(
-            "calls",
-            "Calls into a plugin, by operation and outcome",
-            metrics.plugin_calls.clone(),
-        );
-        plugin.register_with_unit(
-            "call_duration",
-            "How long calls into a plugin took, queueing included",
-            Unit::Seconds,
-            metrics.plugin_call_duration.clone(),
-        );
-        plugin.register(
-            "faults",
-            "Faults of a plugin, by kind",
-            metrics.plugin_faults.clone(),
-        );
-        plugin.register(
-            "quarantines",
-            "Quarantines started, of the whole plugin or of one path or argument",
-            metrics.plugin_quarantines.clone(),
-        );
-        plugin.register_with_unit(
-            "cpu",
-            "CPU time the plugin's code used, as counted against its cpu_ms budget (10 ms ticks)",
-            Unit::Seconds,
-            metrics.plugin_cpu.clone(),
-        );
-        plugin.register_with_unit(
-            "peak_memory",
-            "The most linear memory one instance of the plugin has held",
-            Unit::Bytes,
-            metrics.plugin_peak_memory.clone(),
-        );
-        plugin.register_with_unit(
-            "read",
-            "Content the plugin's reads returned",
-            Unit::Bytes,
-            metrics.plugin_read_bytes.clone(),
-        );
-        plugin.register(
-            "instances",
-            "Instances of the plugin alive now",
-            metrics.plugin_instances.clone(),
-        );
-        registry.register(
-            "resmux_instance_pool_capacity",
-            "Instance slots the runtime's pools hold (0: instances are allocated on demand)",
-            metrics.instance_pool_capacity.clone(),
-        );
-        registry.register_with_unit(
-            "mcp_server_operation_duration",
-            "MCP requests and how long they took (OpenTelemetry MCP semantic conventions, status Development)",
-            Unit::Seconds,
-            metrics.mcp_duration.clone(),
-        );
-        let rest = registry.sub_registry_with_prefix("resmux");
-        rest.register(
-            "client_requests",
-            "MCP requests by client and method",
-            metrics.client_requests.clone(),
-        );
-        rest.register(
-            "response_cache_hits",
-            "Response cache lookups answered from the cache",
-            metrics.cache_hits.clone(),
-        );
-        rest.register(
-            "response_cache_misses",
-            "Response cache lookups that went on to the plugins",
-            metrics.cache_misses.clone(),
-        );
-        rest.register(
-            "response_cache_evictions",
-            "Cached answers dropped to make room or gone stale",
-            metrics.cache_evictions.clone(),
-        );
-        rest.register("sessions", "MCP sessions open", metrics.sessions.clone());
-        rest.register(
-            "listen_streams",
-            "subscriptions/listen streams open",
-            metrics.listen_streams.clone(),
-        );
-        rest.register(
-            "subscriptions",
-            "Resources followed, over every session and listen stream",
-            metrics.subscriptions.clone(),
-        );
-        rest.register(
-            "rate_limited",
-            "Reads refused by a client's rate limit",
-            metrics.rate_limited.clone(),
-        );
-        rest.register(
-            "audit_write_failures",
-            "Audit log lines that could not be written",
-            metrics.audit_write_failures.clone(),
-        );
+        let mut add = Registering(&mut registry);
+        let metrics = Self {
+            plugin_calls: add.metric(
+                "resmux_plugin_calls",
+                "Calls into a plugin, by operation and outcome",
+                None,
+                Family::default(),
+            ),
+            plugin_call_duration: add.metric(
+                "resmux_plugin_call_duration",
+                "How long calls into a plugin took, queueing included",
+                Some(Unit::Seconds),
+                Family::new_with_constructor(latency_histogram),
+            ),
+            plugin_faults: add.metric(
+                "resmux_plugin_faults",
+                "Faults of a plugin, by kind",
+                None,
+                Family::default(),
+            ),
+            plugin_quarantines: add.metric(
+                "resmux_plugin_quarantines",
+                "Quarantines started, of the whole plugin or of one path or argument",
+                None,
+                Family::default(),
+            ),
+            plugin_cpu: add.metric(
+                "resmux_plugin_cpu",
+                "CPU time the plugin's code used, as counted against its cpu_ms budget (10 ms ticks)",
+                Some(Unit::Seconds),
+                Family::default(),
+            ),
+            plugin_peak_memory: add.metric(
+                "resmux_plugin_peak_memory",
+                "The most linear memory one instance of the plugin has held",
+                Some(Unit::Bytes),
+                Family::default(),
+            ),
+            plugin_read_bytes: add.metric(
+                "resmux_plugin_read",
+                "Content the plugin's reads returned",
+                Some(Unit::Bytes),
+                Family::default(),
+            ),
+            plugin_instances: add.metric(
+                "resmux_plugin_instances",
+                "Instances of the plugin alive now",
+                None,
+                Family::default(),
+            ),
+            instance_pool_capacity: add.metric(
+                "resmux_instance_pool_capacity",
+                "Instance slots the runtime's pools hold (0: instances are allocated on demand)",
+                None,
+                Gauge::default(),
+            ),
+            mcp_duration: add.metric(
+                "mcp_server_operation_duration",
+                "MCP requests and how long they took (OpenTelemetry MCP semantic conventions, status Development)",
+                Some(Unit::Seconds),
+                Family::new_with_constructor(latency_histogram),
+            ),
+            client_requests: add.metric(
+                "resmux_client_requests",
+                "MCP requests by client and method",
+                None,
+                Family::default(),
+            ),
+            cache_hits: add.metric(
+                "resmux_response_cache_hits",
+                "Response cache lookups answered from the cache",
+                None,
+                Family::default(),
+            ),
+            cache_misses: add.metric(
+                "resmux_response_cache_misses",
+                "Response cache lookups that went on to the plugins",
+                None,
+                Family::default(),
+            ),
+            cache_evictions: add.metric(
+                "resmux_response_cache_evictions",
+                "Cached answers dropped to make room or gone stale",
+                None,
+                Counter::default(),
+            ),
+            sessions: add.metric("resmux_sessions", "MCP sessions open", None, Gauge::default()),
+            listen_streams: add.metric(
+                "resmux_listen_streams",
+                "subscriptions/listen streams open",
+                None,
+                Gauge::default(),
+            ),
+            subscriptions: add.metric(
+                "resmux_subscriptions",
+                "Resources followed, over every session and listen stream",
+                None,
+                Gauge::default(),
+            ),
+            rate_limited: add.metric(
+                "resmux_rate_limited",
+                "Reads refused by a client's rate limit",
+                None,
+                Family::default(),
+            ),
+            audit_write_failures: add.metric(
+                "resmux_audit_write_failures",
+                "Audit log lines that could not be written",
+                None,
+                Counter::default(),
+            ),
+            registry: Mutex::default(),
+        };
         *metrics
             .registry
-            .get_mut()
+            .lock()
             .unwrap_or_else(PoisonError::into_inner) = registry;
         metrics
     }
