@@ -1,5 +1,7 @@
 // `catalog`: a read-only view of a JSON HTTP API on a host the operator
-// grants. The JavaScript example, built with componentize-js.
+// grants. The JavaScript example, built with componentize-js and the SDK
+// (sdk/js/resmux.js, which the build puts beside this file, as `resmux new`
+// does).
 //
 // The API (config key `api`, e.g. "http://127.0.0.1:8081") serves
 // GET /items, a JSON array of {id, title, description?, updated?}, and
@@ -7,13 +9,11 @@
 // the template `items/{id}` completes ids from the list. Without `api` (as
 // shipped), the catalog serves a few sample items of its own, so that it
 // answers at once; an API that cannot be reached is `unavailable`.
-//
-// Conventions of componentize-js: records use camelCase fields, an absent
-// option is `undefined`, a variant is `{tag, val}`, and a `result` error is
-// thrown as `{tag: 'not-found', val: 'why'}`. Exports may be async: their
-// promises are run to completion before the call returns.
 
-const state = { api: undefined };
+import {
+  InvalidInput, NotFound, Unavailable, annotations, cacheHint, completion, exportPlugin, noCursor,
+  pluginInfo, readResult, resource, resourcePage, template, templatePage, textContent,
+} from './resmux.js';
 
 // What the catalog serves while no `api` is configured.
 const SAMPLE_ITEMS = [
@@ -22,98 +22,86 @@ const SAMPLE_ITEMS = [
   { id: 'tea', title: 'Tea', description: 'Green, loose leaf' },
 ];
 
-function fail(tag, message) {
-  throw { tag, val: message };
-}
-
-async function getJson(path) {
-  const url = `${state.api}${path}`;
+async function getJson(api, path) {
+  const url = `${api}${path}`;
   let response;
   try {
     response = await fetch(url);
   } catch (error) {
-    fail('unavailable', `cannot reach ${url}: ${error}`);
+    throw new Unavailable(`cannot reach ${url}: ${error}`);
   }
-  if (response.status === 404) fail('not-found', `${url} answered 404`);
-  if (!response.ok) fail('unavailable', `${url} answered ${response.status}`);
+  if (response.status === 404) throw new NotFound(`${url} answered 404`);
+  if (!response.ok) throw new Unavailable(`${url} answered ${response.status}`);
   const text = await response.text();
   try {
     return { text, value: JSON.parse(text) };
   } catch {
-    fail('unavailable', `${url} did not answer JSON`);
+    throw new Unavailable(`${url} did not answer JSON`);
   }
 }
 
-async function items() {
-  if (!state.api) return SAMPLE_ITEMS;
-  const { value } = await getJson('/items');
-  if (!Array.isArray(value)) fail('unavailable', '/items is not a JSON array');
+async function items(api) {
+  if (!api) return SAMPLE_ITEMS;
+  const { value } = await getJson(api, '/items');
+  if (!Array.isArray(value)) throw new Unavailable('/items is not a JSON array');
   return value.filter(item => item && /^[A-Za-z0-9._~-]+$/.test(String(item.id)));
 }
 
-function noCursor(cursor) {
-  if (cursor !== undefined) fail('invalid-input', `unknown cursor ${JSON.stringify(cursor)}`);
+function optionalText(value) {
+  return value === undefined ? undefined : String(value);
 }
 
-export const provider = {
+export const provider = exportPlugin({
   about() {
-    return { name: 'catalog', version: '0.1.0', description: 'A read-only view of a JSON HTTP API (JavaScript)' };
+    return pluginInfo('catalog', '0.1.0', 'A read-only view of a JSON HTTP API (JavaScript)');
   },
 
   init(config) {
-    for (const [key, value] of config) {
-      if (key !== 'api') fail('invalid-input', `unknown config key ${JSON.stringify(key)}`);
-      state.api = value.replace(/\/+$/, '');
-    }
+    const api = config.text('api')?.replace(/\/+$/, '');
+    config.finish();
+    return { api };
   },
 
-  async list(cursor) {
+  async list({ api }, cursor) {
     noCursor(cursor);
-    const resources = (await items()).map(item => ({
-      path: `items/${item.id}`,
-      name: String(item.id),
-      title: item.title === undefined ? undefined : String(item.title),
-      description: item.description === undefined ? undefined : String(item.description),
+    const resources = (await items(api)).map(item => resource(`items/${item.id}`, String(item.id), {
+      title: optionalText(item.title),
+      description: optionalText(item.description),
       mimeType: 'application/json',
-      annotations: item.updated === undefined ? undefined : { audience: [], lastModified: String(item.updated) },
-      icons: [],
+      annotations: item.updated === undefined ? undefined : annotations({ lastModified: String(item.updated) }),
     }));
-    return { resources };
+    return resourcePage(resources);
   },
 
-  templates(cursor) {
+  templates(state, cursor) {
     noCursor(cursor);
-    return {
-      templates: [
-        { pathTemplate: 'items/{id}', name: 'item', description: 'One item of the API, as JSON', mimeType: 'application/json', icons: [] },
-      ],
-      cache: { ttlMs: 60000n, scope: 'public' },
-    };
+    const item = template('items/{id}', 'item', { description: 'One item of the API, as JSON', mimeType: 'application/json' });
+    return templatePage([item], { cache: cacheHint(60000) });
   },
 
-  async read(path) {
+  async read({ api }, path) {
     const id = path.startsWith('items/') ? path.slice('items/'.length) : undefined;
-    if (!id || id.includes('/')) fail('not-found', `${JSON.stringify(path)} is not items/ID`);
+    if (!id || id.includes('/')) throw new NotFound(`${JSON.stringify(path)} is not items/ID`);
     let text;
-    if (state.api) {
-      text = (await getJson(`/items/${id}`)).text;
+    if (api) {
+      text = (await getJson(api, `/items/${id}`)).text;
     } else {
       const item = SAMPLE_ITEMS.find(sample => sample.id === id);
-      if (!item) fail('not-found', `no sample item ${JSON.stringify(id)}`);
+      if (!item) throw new NotFound(`no sample item ${JSON.stringify(id)}`);
       text = JSON.stringify(item);
     }
-    return { contents: [{ path, mimeType: 'application/json', body: { tag: 'text', val: text } }] };
+    return readResult(textContent(path, 'application/json', text));
   },
 
-  async complete(request) {
+  async complete({ api }, request) {
     if (request.pathTemplate !== 'items/{id}' || request.argument !== 'id') {
-      fail('invalid-input', `cannot complete ${JSON.stringify(request.argument)} of ${JSON.stringify(request.pathTemplate)}`);
+      throw new InvalidInput(`cannot complete ${JSON.stringify(request.argument)} of ${JSON.stringify(request.pathTemplate)}`);
     }
-    const values = (await items()).map(item => String(item.id)).filter(id => id.startsWith(request.value));
-    return { values: values.slice(0, 100), total: values.length, hasMore: values.length > 100 };
+    const values = (await items(api)).map(item => String(item.id)).filter(id => id.startsWith(request.value));
+    return completion(values.slice(0, 100), { total: values.length, hasMore: values.length > 100 });
   },
 
   changes() {
-    fail('unavailable', 'the API offers no change feed');
+    throw new Unavailable('the API offers no change feed');
   },
-};
+});

@@ -1,161 +1,94 @@
 """`dataset`: CSV files of a granted directory, browsable row by row.
 
-The Python example. Each `NAME.csv` under the configured root is a resource
-`datasets/NAME` (the table as CSV), and two templates reach into it:
-`datasets/{name}/rows/{row}` (one row, as JSON) and
-`datasets/{name}/where/{column}/{value}` (the rows whose column has that
-value, as JSON). Completion offers dataset names, row numbers, column names
-and the values a column holds.
+The Python example, written with the SDK (`sdk/python/resmux_sdk.py`). Each
+`NAME.csv` under the configured root is a resource `datasets/NAME` (the table
+as CSV), and two templates reach into it: `datasets/{name}/rows/{row}` (one
+row, as JSON) and `datasets/{name}/where/{column}/{value}` (the rows whose
+column has that value, as JSON). Completion offers dataset names, row numbers,
+column names and the values a column holds.
 """
 
 import csv
-import io
 import json
 import os
 from typing import List, Optional, Tuple
 
-from componentize_py_types import Err
-from wit_world import exports
-from wit_world.imports.types import (
-    Body_Text,
-    CacheHint,
-    CacheScope,
-    ChangeReport,
-    Completion,
-    CompletionRequest,
-    Content,
-    Error_InvalidInput,
-    Error_NotFound,
-    PluginInfo,
-    ReadResult,
-    Resource,
-    ResourcePage,
-    Template,
-    TemplatePage,
-)
+import resmux_sdk
+from resmux_sdk import CompletionRequest, Config, InvalidInput, NotFound
 
-ROOT = "/data"
 MAX_COMPLETIONS = 100
 
 
-def fail(error):
-    raise Err(error)
+class Dataset(resmux_sdk.Plugin):
+    @staticmethod
+    def about():
+        return resmux_sdk.plugin_info("dataset", "0.1.0", "CSV datasets, row by row (Python)")
 
+    def __init__(self, config: Config):
+        self.root = config.text("root", "/data").rstrip("/") or "/"
+        config.finish()
 
-def dataset_names() -> List[str]:
-    try:
-        files = os.listdir(ROOT)
-    except OSError as error:
-        fail(Error_NotFound(f"cannot list {ROOT}: {error}"))
-    return sorted(name[:-4] for name in files if name.endswith(".csv"))
-
-
-def load(name: str) -> Tuple[List[str], List[dict]]:
-    if name not in dataset_names():
-        fail(Error_NotFound(f"there is no dataset {name!r}"))
-    with open(f"{ROOT}/{name}.csv", newline="", encoding="utf-8") as file:
-        reader = csv.DictReader(file)
-        rows = list(reader)
-        return list(reader.fieldnames or []), rows
-
-
-def table_text(name: str) -> str:
-    with open(f"{ROOT}/{name}.csv", encoding="utf-8") as file:
-        return file.read()
-
-
-def template(path_template: str, name: str, description: str) -> Template:
-    return Template(
-        path_template=path_template,
-        name=name,
-        title=None,
-        description=description,
-        mime_type="application/json",
-        annotations=None,
-        icons=[],
-        meta=None,
-    )
-
-
-class Provider(exports.Provider):
-    def about(self) -> PluginInfo:
-        return PluginInfo(name="dataset", version="0.1.0", description="CSV datasets, row by row (Python)")
-
-    def init(self, config: List[Tuple[str, str]]) -> None:
-        global ROOT
-        for key, value in config:
-            if key == "root":
-                ROOT = value.rstrip("/") or "/"
-            else:
-                fail(Error_InvalidInput(f"unknown config key {key!r}"))
-
-    def list(self, cursor: Optional[str]) -> ResourcePage:
-        if cursor is not None:
-            fail(Error_InvalidInput(f"unknown cursor {cursor!r}"))
+    def list(self, cursor: Optional[str]):
+        resmux_sdk.no_cursor(cursor)
         resources = []
-        for name in dataset_names():
-            columns, rows = load(name)
+        for name in self.dataset_names():
+            columns, rows = self.load(name)
             resources.append(
-                Resource(
-                    path=f"datasets/{name}",
-                    name=name,
+                resmux_sdk.resource(
+                    f"datasets/{name}",
+                    name,
                     title=f"{name}.csv",
                     description=f"{len(rows)} rows; columns: {', '.join(columns)}",
                     mime_type="text/csv",
-                    size=len(table_text(name).encode()),
-                    annotations=None,
-                    icons=[],
-                    meta=None,
+                    size=len(self.table_text(name).encode()),
                 )
             )
-        return ResourcePage(resources=resources, next_cursor=None, cache=None)
+        return resmux_sdk.resource_page(resources)
 
-    def templates(self, cursor: Optional[str]) -> TemplatePage:
-        if cursor is not None:
-            fail(Error_InvalidInput(f"unknown cursor {cursor!r}"))
-        return TemplatePage(
-            templates=[
-                template("datasets/{name}/rows/{row}", "row", "One row of a dataset, numbered from 1, as JSON"),
-                template(
+    def templates(self, cursor: Optional[str]):
+        resmux_sdk.no_cursor(cursor)
+        return resmux_sdk.template_page(
+            [
+                json_template("datasets/{name}/rows/{row}", "row", "One row of a dataset, numbered from 1, as JSON"),
+                json_template(
                     "datasets/{name}/where/{column}/{value}",
                     "where",
                     "The rows of a dataset whose column has a value, as JSON",
                 ),
             ],
-            next_cursor=None,
-            cache=CacheHint(ttl_ms=60_000, scope=CacheScope.PUBLIC),
+            cache=resmux_sdk.cache_hint(60_000),
         )
 
-    def read(self, path: str) -> ReadResult:
+    def read(self, path: str):
         parts = path.split("/")
         if len(parts) < 2 or parts[0] != "datasets":
-            fail(Error_NotFound(f"{path!r} is not under datasets/"))
+            raise NotFound(f"{path!r} is not under datasets/")
         name = parts[1]
         if len(parts) == 2:
-            load(name)
-            return answer(path, "text/csv", table_text(name))
-        columns, rows = load(name)
+            self.load(name)
+            return answer(path, "text/csv", self.table_text(name))
+        columns, rows = self.load(name)
         if len(parts) == 4 and parts[2] == "rows":
             if not parts[3].isdigit() or not 1 <= int(parts[3]) <= len(rows):
-                fail(Error_NotFound(f"{name} has rows 1 to {len(rows)}, not {parts[3]!r}"))
+                raise NotFound(f"{name} has rows 1 to {len(rows)}, not {parts[3]!r}")
             return answer(path, "application/json", json.dumps(rows[int(parts[3]) - 1]))
         if len(parts) == 5 and parts[2] == "where":
             column, value = parts[3], parts[4]
             if column not in columns:
-                fail(Error_NotFound(f"{name} has no column {column!r}"))
+                raise NotFound(f"{name} has no column {column!r}")
             matching = [row for row in rows if row[column] == value]
             return answer(path, "application/json", json.dumps(matching))
-        fail(Error_NotFound(f"{path!r} matches no template of this plugin"))
+        raise NotFound(f"{path!r} matches no template of this plugin")
 
-    def complete(self, request: CompletionRequest) -> Completion:
+    def complete(self, request: CompletionRequest):
         chosen = dict(request.context)
         if request.argument == "name":
-            candidates = dataset_names()
+            candidates = self.dataset_names()
         else:
             name = chosen.get("name")
             if name is None:
-                fail(Error_InvalidInput("complete `name` first"))
-            columns, rows = load(name)
+                raise InvalidInput("complete `name` first")
+            columns, rows = self.load(name)
             if request.argument == "row":
                 candidates = [str(number) for number in range(1, len(rows) + 1)]
             elif request.argument == "column":
@@ -163,28 +96,51 @@ class Provider(exports.Provider):
             elif request.argument == "value" and chosen.get("column") in columns:
                 candidates = sorted({row[chosen["column"]] for row in rows})
             else:
-                fail(Error_InvalidInput(f"cannot complete {request.argument!r} here"))
+                raise InvalidInput(f"cannot complete {request.argument!r} here")
         values = [value for value in candidates if value.startswith(request.value)]
-        return Completion(
-            values=values[:MAX_COMPLETIONS], total=len(values), has_more=len(values) > MAX_COMPLETIONS
+        return resmux_sdk.completion(
+            values[:MAX_COMPLETIONS], total=len(values), has_more=len(values) > MAX_COMPLETIONS
         )
 
-    def changes(self, since: Optional[str]) -> ChangeReport:
+    def changes(self, since: Optional[str]):
         stamps = []
-        for name in dataset_names():
-            status = os.stat(f"{ROOT}/{name}.csv")
+        for name in self.dataset_names():
+            status = os.stat(f"{self.root}/{name}.csv")
             stamps.append(f"{name}:{status.st_mtime_ns}")
         token = "|".join(stamps)
         if since is None:
-            return ChangeReport(token=token, listing_changed=False, changed_paths=[])
+            return resmux_sdk.change_report(token)
         before = dict(stamp.rsplit(":", 1) for stamp in since.split("|") if stamp)
         now = dict(stamp.rsplit(":", 1) for stamp in stamps)
         changed = [f"datasets/{name}" for name, stamp in now.items() if before.get(name) != stamp]
-        return ChangeReport(token=token, listing_changed=set(before) != set(now), changed_paths=changed)
+        return resmux_sdk.change_report(token, listing_changed=set(before) != set(now), changed_paths=changed)
+
+    def dataset_names(self) -> List[str]:
+        try:
+            files = os.listdir(self.root)
+        except OSError as error:
+            raise NotFound(f"cannot list {self.root}: {error}") from None
+        return sorted(name[:-4] for name in files if name.endswith(".csv"))
+
+    def load(self, name: str) -> Tuple[List[str], List[dict]]:
+        if name not in self.dataset_names():
+            raise NotFound(f"there is no dataset {name!r}")
+        with open(f"{self.root}/{name}.csv", newline="", encoding="utf-8") as file:
+            reader = csv.DictReader(file)
+            rows = list(reader)
+            return list(reader.fieldnames or []), rows
+
+    def table_text(self, name: str) -> str:
+        with open(f"{self.root}/{name}.csv", encoding="utf-8") as file:
+            return file.read()
 
 
-def answer(path: str, mime_type: str, text: str) -> ReadResult:
-    return ReadResult(
-        contents=[Content(path=path, mime_type=mime_type, body=Body_Text(value=text), meta=None)],
-        cache=None,
-    )
+def json_template(path_template: str, name: str, description: str):
+    return resmux_sdk.template(path_template, name, description=description, mime_type="application/json")
+
+
+def answer(path: str, mime_type: str, text: str):
+    return resmux_sdk.read_result(resmux_sdk.text_content(path, mime_type, text))
+
+
+Provider = resmux_sdk.export(Dataset)

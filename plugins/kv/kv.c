@@ -1,6 +1,7 @@
 // `kv`: the keys of one key/value file (`key = value` per line, `#` for
 // comments), granted to the plugin as a single file. The C example, built
-// with clang for wasm32-wasi and the bindings resmux-plugin-build writes.
+// with clang for wasm32-wasi, the bindings resmux-plugin-build writes and
+// the C SDK (sdk/c/resmux.h).
 //
 // Each key is a resource `keys/KEY` whose text is its value; the template
 // `keys/{key}` completes keys by prefix; the change report follows the
@@ -12,9 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "plugin.h"
-
-typedef exports_resmux_provider_provider_error_t error_t;
+#include "resmux.h"
 
 #define MAX_LINE 4096
 #define PAGE_SIZE 100
@@ -28,23 +27,6 @@ typedef struct {
 
 static entry_t *entries = NULL;
 static size_t entry_count = 0;
-
-// Sets `err` to the error `tag` with a formatted message; returns false so
-// a function can `return fail(...)`.
-static bool fail(error_t *err, uint8_t tag, const char *format, const char *detail) {
-    char message[512];
-    snprintf(message, sizeof message, format, detail);
-    err->tag = tag;
-    plugin_string_dup(&err->val.not_found, message);
-    return false;
-}
-
-static char *copy_string(const plugin_string_t *text) {
-    char *copy = malloc(text->len + 1);
-    memcpy(copy, text->ptr, text->len);
-    copy[text->len] = '\0';
-    return copy;
-}
 
 static char *trim(char *text) {
     while (*text == ' ' || *text == '\t') text++;
@@ -66,10 +48,10 @@ static bool valid_key(const char *key) {
 
 // Reads the store into `entries`, skipping comments, blank lines and keys
 // that are not URI-safe.
-static bool load(error_t *err) {
+static bool load(resmux_error_t *err) {
     FILE *file = fopen(store_path, "r");
     if (file == NULL) {
-        return fail(err, RESMUX_PROVIDER_TYPES_ERROR_UNAVAILABLE, "cannot open the store: %s", strerror(errno));
+        return resmux_fail(err, RESMUX_UNAVAILABLE, "cannot open the store: %s", strerror(errno));
     }
     char line[MAX_LINE];
     size_t capacity = 0;
@@ -100,148 +82,91 @@ static const entry_t *find(const char *key) {
     return NULL;
 }
 
-void exports_resmux_provider_provider_about(resmux_provider_types_plugin_info_t *ret) {
-    plugin_string_dup(&ret->name, "kv");
-    plugin_string_dup(&ret->version, "0.1.0");
-    plugin_string_dup(&ret->description, "The keys of a key/value file (C)");
+void exports_resmux_provider_provider_about(resmux_plugin_info_t *ret) {
+    resmux_plugin_info(ret, "kv", "0.1.0", "The keys of a key/value file (C)");
 }
 
-bool exports_resmux_provider_provider_init(plugin_list_tuple2_string_string_t *config, error_t *err) {
-    for (size_t i = 0; i < config->len; i++) {
-        char *key = copy_string(&config->ptr[i].f0);
-        if (strcmp(key, "store") != 0) {
-            fail(err, RESMUX_PROVIDER_TYPES_ERROR_INVALID_INPUT, "unknown config key \"%s\"", key);
-            free(key);
-            return false;
-        }
-        free(key);
-        store_path = copy_string(&config->ptr[i].f1);
-    }
-    if (store_path == NULL) {
-        return fail(err, RESMUX_PROVIDER_TYPES_ERROR_INVALID_INPUT, "config key \"store\" is required%s", "");
-    }
+bool exports_resmux_provider_provider_init(resmux_config_t *config, resmux_error_t *err) {
+    store_path = resmux_config_text(config, "store", NULL);
+    if (!resmux_config_finish(config, err)) return false;
+    if (store_path == NULL) return resmux_fail(err, RESMUX_INVALID_INPUT, "config key \"store\" is required");
     return true;
 }
 
-bool exports_resmux_provider_provider_list(plugin_string_t *maybe_cursor, resmux_provider_types_resource_page_t *ret,
-                                           error_t *err) {
-    if (!load(err)) return false;
-    size_t start = 0;
-    if (maybe_cursor != NULL) {
-        char *cursor = copy_string(maybe_cursor);
-        char *end;
-        start = strtoul(cursor, &end, 10);
-        bool bad = *cursor == '\0' || *end != '\0' || start > entry_count;
-        if (bad) fail(err, RESMUX_PROVIDER_TYPES_ERROR_INVALID_INPUT, "unknown cursor \"%s\"", cursor);
-        free(cursor);
-        if (bad) return false;
-    }
-    size_t end = start + PAGE_SIZE < entry_count ? start + PAGE_SIZE : entry_count;
-    ret->resources.len = end - start;
-    ret->resources.ptr = calloc(end - start + 1, sizeof *ret->resources.ptr);
+bool exports_resmux_provider_provider_list(plugin_string_t *maybe_cursor, resmux_resource_page_t *ret,
+                                           resmux_error_t *err) {
+    size_t start, end;
+    plugin_option_string_t next;
+    if (!load(err) || !resmux_paginate(maybe_cursor, entry_count, PAGE_SIZE, &start, &end, &next, err)) return false;
+    resmux_resource_t *resources = resmux_resource_page(ret, end - start);
+    ret->next_cursor = next;
     for (size_t i = start; i < end; i++) {
-        resmux_provider_types_resource_t *resource = &ret->resources.ptr[i - start];
+        resmux_resource_t *resource = &resources[i - start];
         char path[MAX_LINE + 8];
         snprintf(path, sizeof path, "keys/%s", entries[i].key);
-        plugin_string_dup(&resource->path, path);
-        plugin_string_dup(&resource->name, entries[i].key);
-        resource->mime_type.is_some = true;
-        plugin_string_dup(&resource->mime_type.val, "text/plain");
+        resmux_resource(resource, path, entries[i].key, "text/plain");
         resource->size.is_some = true;
         resource->size.val = strlen(entries[i].value);
     }
-    ret->next_cursor.is_some = end < entry_count;
-    if (ret->next_cursor.is_some) {
-        char next[32];
-        snprintf(next, sizeof next, "%zu", end);
-        plugin_string_dup(&ret->next_cursor.val, next);
-    }
     return true;
 }
 
-bool exports_resmux_provider_provider_templates(plugin_string_t *maybe_cursor, resmux_provider_types_template_page_t *ret,
-                                                error_t *err) {
-    if (maybe_cursor != NULL) {
-        return fail(err, RESMUX_PROVIDER_TYPES_ERROR_INVALID_INPUT, "unknown cursor%s", "");
-    }
-    ret->templates.len = 1;
-    ret->templates.ptr = calloc(1, sizeof *ret->templates.ptr);
-    plugin_string_dup(&ret->templates.ptr[0].path_template, "keys/{key}");
-    plugin_string_dup(&ret->templates.ptr[0].name, "key");
-    ret->templates.ptr[0].description.is_some = true;
-    plugin_string_dup(&ret->templates.ptr[0].description.val, "The value of one key");
+bool exports_resmux_provider_provider_templates(plugin_string_t *maybe_cursor, resmux_template_page_t *ret,
+                                                resmux_error_t *err) {
+    if (!resmux_no_cursor(maybe_cursor, err)) return false;
+    resmux_template_t *key = resmux_template_page(ret, 1);
+    resmux_template(key, "keys/{key}", "key", NULL);
+    resmux_some(&key->description, "The value of one key");
     return true;
 }
 
-bool exports_resmux_provider_provider_read(plugin_string_t *path, resmux_provider_types_read_result_t *ret, error_t *err) {
-    char *wanted = copy_string(path);
-    if (strncmp(wanted, "keys/", 5) != 0) {
-        fail(err, RESMUX_PROVIDER_TYPES_ERROR_NOT_FOUND, "\"%s\" is not keys/KEY", wanted);
-        free(wanted);
-        return false;
-    }
-    if (!load(err)) {
-        free(wanted);
-        return false;
-    }
-    const entry_t *entry = find(wanted + 5);
-    if (entry == NULL) {
-        fail(err, RESMUX_PROVIDER_TYPES_ERROR_NOT_FOUND, "there is no key \"%s\"", wanted + 5);
-        free(wanted);
-        return false;
-    }
-    ret->contents.len = 1;
-    ret->contents.ptr = calloc(1, sizeof *ret->contents.ptr);
-    resmux_provider_types_content_t *content = &ret->contents.ptr[0];
-    plugin_string_dup(&content->path, wanted);
-    content->mime_type.is_some = true;
-    plugin_string_dup(&content->mime_type.val, "text/plain");
-    content->body.tag = RESMUX_PROVIDER_TYPES_BODY_TEXT;
-    plugin_string_dup(&content->body.val.text, entry->value);
+static bool read_key(const char *path, resmux_read_result_t *ret, resmux_error_t *err) {
+    if (strncmp(path, "keys/", 5) != 0) return resmux_fail(err, RESMUX_NOT_FOUND, "\"%s\" is not keys/KEY", path);
+    if (!load(err)) return false;
+    const entry_t *entry = find(path + 5);
+    if (entry == NULL) return resmux_fail(err, RESMUX_NOT_FOUND, "there is no key \"%s\"", path + 5);
+    resmux_text(resmux_read_result(ret, 1), path, "text/plain", entry->value);
+    return true;
+}
+
+bool exports_resmux_provider_provider_read(plugin_string_t *path, resmux_read_result_t *ret, resmux_error_t *err) {
+    char *wanted = resmux_cstring(path);
+    bool found = read_key(wanted, ret, err);
     free(wanted);
-    return true;
+    return found;
 }
 
-bool exports_resmux_provider_provider_complete(resmux_provider_types_completion_request_t *request,
-                                               resmux_provider_types_completion_t *ret, error_t *err) {
-    char *argument = copy_string(&request->argument);
-    bool is_key = strcmp(argument, "key") == 0;
-    if (!is_key) fail(err, RESMUX_PROVIDER_TYPES_ERROR_INVALID_INPUT, "cannot complete \"%s\"", argument);
-    free(argument);
-    if (!is_key || !load(err)) return false;
-    char *prefix = copy_string(&request->value);
-    ret->values.ptr = calloc(entry_count + 1, sizeof *ret->values.ptr);
-    for (size_t i = 0; i < entry_count; i++) {
-        if (strncmp(entries[i].key, prefix, strlen(prefix)) == 0) {
-            plugin_string_dup(&ret->values.ptr[ret->values.len++], entries[i].key);
-        }
+bool exports_resmux_provider_provider_complete(resmux_completion_request_t *request, resmux_completion_t *ret,
+                                               resmux_error_t *err) {
+    if (!resmux_equals(&request->argument, "key")) {
+        return resmux_fail(err, RESMUX_INVALID_INPUT, "cannot complete \"%.*s\"", RESMUX_STR(request->argument));
     }
-    free(prefix);
-    ret->total.is_some = true;
-    ret->total.val = ret->values.len;
+    if (!load(err)) return false;
+    resmux_completion(ret);
+    for (size_t i = 0; i < entry_count; i++) {
+        if (resmux_has_prefix(entries[i].key, &request->value)) resmux_offer(ret, entries[i].key);
+    }
     return true;
 }
 
-bool exports_resmux_provider_provider_changes(plugin_string_t *maybe_since, resmux_provider_types_change_report_t *ret,
-                                              error_t *err) {
+bool exports_resmux_provider_provider_changes(plugin_string_t *maybe_since, resmux_change_report_t *ret,
+                                              resmux_error_t *err) {
     struct stat status;
     if (stat(store_path, &status) != 0) {
-        return fail(err, RESMUX_PROVIDER_TYPES_ERROR_UNAVAILABLE, "cannot stat the store: %s", strerror(errno));
+        return resmux_fail(err, RESMUX_UNAVAILABLE, "cannot stat the store: %s", strerror(errno));
     }
     char token[64];
     snprintf(token, sizeof token, "%lld.%09ld-%lld", (long long)status.st_mtim.tv_sec, status.st_mtim.tv_nsec,
              (long long)status.st_size);
-    plugin_string_dup(&ret->token, token);
-    bool changed = maybe_since != NULL &&
-                   (maybe_since->len != strlen(token) || memcmp(maybe_since->ptr, token, maybe_since->len) != 0);
+    resmux_change_report(ret, token);
+    bool changed = maybe_since != NULL && !resmux_equals(maybe_since, token);
     if (!changed) return true;
     if (!load(err)) return false;
     ret->listing_changed = true;
-    ret->changed_paths.ptr = calloc(entry_count + 1, sizeof *ret->changed_paths.ptr);
     for (size_t i = 0; i < entry_count; i++) {
         char path[MAX_LINE + 8];
         snprintf(path, sizeof path, "keys/%s", entries[i].key);
-        plugin_string_dup(&ret->changed_paths.ptr[ret->changed_paths.len++], path);
+        resmux_push(&ret->changed_paths, path);
     }
     return true;
 }

@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("RESMUX_BIN", ROOT / "target/release/resmux"))
 PLUGINS = ROOT / "target/plugins"
-SAMPLE = ROOT / "plugins/files/sample"
+SAMPLE = ROOT / "plugins/files/files-sample"
 MODES = ["auto", "legacy"]
 
 

@@ -229,6 +229,8 @@ pub struct RawServer {
     /// Drains stderr as it comes, so the server never blocks on a full pipe
     /// (unless started with [`RawServer::start_stalling_stderr`]).
     stderr: tokio::task::JoinHandle<std::io::Result<String>>,
+    /// What the server wrote to stderr so far.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
     /// The stderr pipe nobody reads, for a server whose log reader stalls.
     _stalled: Option<ChildStderr>,
     stdin: ChildStdin,
@@ -247,18 +249,33 @@ impl RawServer {
 
     /// Starts the server with extra variables in its environment.
     pub fn start_with_env(folder: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Self> {
-        Self::spawn(folder, args, env, true)
+        let mut command = serve_command(folder, args);
+        command.envs(env.iter().copied());
+        Self::spawn(command, true)
+    }
+
+    /// Starts `resmux dev` on a plugin project, serving stdio, with extra
+    /// variables in its environment.
+    pub fn dev(project: &Path, env: &[(&str, &str)]) -> Result<Self> {
+        let mut command = Command::new(resmux_bin());
+        command
+            .arg("dev")
+            .arg(project)
+            .envs(env.iter().copied())
+            .env("RESMUX_CACHE_DIR", cache_dir())
+            .env("RUST_LOG", "info")
+            .kill_on_drop(true);
+        Self::spawn(command, true)
     }
 
     /// Starts the server with a stderr pipe that is never read: once the
     /// pipe's buffer is full, every write to it blocks.
     pub fn start_stalling_stderr(folder: &Path, args: &[&str]) -> Result<Self> {
-        Self::spawn(folder, args, &[], false)
+        Self::spawn(serve_command(folder, args), false)
     }
 
-    fn spawn(folder: &Path, args: &[&str], env: &[(&str, &str)], drain: bool) -> Result<Self> {
-        let mut child = serve_command(folder, args)
-            .envs(env.iter().copied())
+    fn spawn(mut command: Command, drain: bool) -> Result<Self> {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -267,10 +284,20 @@ impl RawServer {
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
         let mut pipe = child.stderr.take().expect("stderr is piped");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let (stderr, stalled) = if drain {
+            let log = log.clone();
             let drained = tokio::spawn(async move {
-                let mut text = String::new();
-                pipe.read_to_string(&mut text).await.map(|_| text)
+                let mut chunk = vec![0; 8192];
+                loop {
+                    let read = pipe.read(&mut chunk).await?;
+                    if read == 0 {
+                        return Ok(log.lock().unwrap().clone());
+                    }
+                    log.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&chunk[..read]));
+                }
             });
             (drained, None)
         } else {
@@ -279,6 +306,7 @@ impl RawServer {
         Ok(Self {
             child,
             stderr,
+            log,
             _stalled: stalled,
             stdin,
             stdout,
@@ -430,6 +458,23 @@ impl RawServer {
     /// Sends a 2026-07-28 request without waiting; returns its id.
     pub async fn modern_send(&mut self, method: &str, params: Value) -> Result<u64> {
         self.send(method, modern(params)).await
+    }
+
+    /// Waits until the server has written `needle` to stderr `count` times,
+    /// for at most `patience`; returns what it wrote so far.
+    pub async fn wait_for_log(&self, needle: &str, count: usize, patience: Duration) -> String {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let log = self.log.lock().unwrap().clone();
+            if log.matches(needle).count() >= count {
+                return log;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{needle:?} did not appear {count} times in the log: {log}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Closes stdin, waits for the server to exit, and returns its stderr.

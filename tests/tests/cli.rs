@@ -15,7 +15,7 @@ fn folder() -> Folder {
         .file("data/hello.txt", b"hello\n")
         .file(
             "data/pixel.png",
-            &std::fs::read(resmux_tests::workspace().join("plugins/files/sample/pixel.png"))
+            &std::fs::read(resmux_tests::workspace().join("plugins/files/files-sample/pixel.png"))
                 .unwrap(),
         );
     folder

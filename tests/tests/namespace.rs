@@ -146,8 +146,8 @@ async fn templates_merge_with_schemes_and_unencoded_braces() {
 #[tokio::test]
 async fn reads_text_binary_directories_and_templates() {
     let folder = three_plugin_folder();
-    let png =
-        std::fs::read(resmux_tests::workspace().join("plugins/files/sample/pixel.png")).unwrap();
+    let png = std::fs::read(resmux_tests::workspace().join("plugins/files/files-sample/pixel.png"))
+        .unwrap();
     folder.file("data/image.png", &png);
     for era in Era::ALL {
         let client = client(folder.path(), &[], era).await.unwrap();

@@ -1,10 +1,15 @@
 //! `resmux check`: the first command a plugin author runs. It checks a
-//! component against the contract and runs it the way the host will: load,
-//! start with the manifest's config, then every page of its listing and its
-//! templates, and reads of the first resources listed, through the checks
-//! the namespace applies to every answer ([`resmux::namespace::answers`]).
-//! A plugin that honestly answers `unavailable` (its upstream is down) gets
-//! a warning, not a failure: it keeps the contract.
+//! component against the contract and calls every export the way the host
+//! will: load, start with the manifest's config, every page of its listing
+//! and its templates, reads of the resources listed (all of them, or an
+//! even sample), completion of every template argument (with nothing typed,
+//! then with a prefix), and two change reports, the second since the
+//! first. Every answer goes through the checks the namespace applies
+//! ([`resmux::namespace::answers`]), and each read is held to what the
+//! listing said of it. A fault's line carries the plugin's last line on
+//! stderr (an uncaught exception, a panic message). A plugin that honestly
+//! answers `unavailable` (its upstream is down) gets a warning, not a
+//! failure: it keeps the contract.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,25 +19,33 @@ use anyhow::Result;
 
 use super::CacheArgs;
 use resmux::catalog::Entry;
-use resmux::contract::{AnswerLimits, Provider, ProviderError, ResourceEntry, TemplateEntry};
+use resmux::contract::{
+    AnswerLimits, CompletionRequest, Provider, ProviderError, ResourceEntry, TemplateEntry,
+};
 use resmux::namespace::answers::{self, Listable};
 use resmux::namespace::cursor::Listing;
 use resmux::namespace::promises::Promises;
+use resmux::namespace::uri;
+use resmux::namespace::{Resource, Template};
 use resmux::runtime::WasmPlugin;
 
 /// Pages of a listing walked before the check gives up on it ending.
 const MAX_PAGES: usize = 1_000;
 
-/// Listed resources the check reads.
-const READS: usize = 20;
-
 /// How long what a listing says holds, for the reads the check makes just
 /// after it, whatever the listing's own cache hint.
 const PROMISED_FOR: Duration = Duration::from_secs(3600);
 
-/// Prints one line per check; fails when any check fails.
-pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs) -> Result<()> {
-    let mut report = Report::default();
+/// Prints one line per check to `out`; fails when any check fails. Reads
+/// at most `reads` of the listed resources.
+pub async fn check(
+    component: &Path,
+    manifest: Option<PathBuf>,
+    cache: &CacheArgs,
+    reads: usize,
+    out: Box<dyn Write + Send>,
+) -> Result<()> {
+    let mut report = Report::new(out);
     let entry = match Entry::for_component(component, manifest) {
         Ok(entry) => entry,
         Err(error) => return report.fail(format!("{error:#}")),
@@ -77,8 +90,7 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
     }
     let limits = manifest.limits.answers;
     let promises = Promises::default();
-    let resources = walk::<ResourceEntry>(&plugin, scheme, &limits, &promises).await;
-    let listed = match resources {
+    let listed = match walk::<ResourceEntry>(&plugin, scheme, &limits, &promises).await {
         Ok((resources, pages)) => {
             report.pass(format!(
                 "list: {} valid resources on {pages} page(s)",
@@ -91,17 +103,59 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
             Vec::new()
         }
     };
-    match walk::<TemplateEntry>(&plugin, scheme, &limits, &promises).await {
-        Ok((templates, pages)) => report.pass(format!(
-            "templates: {} valid templates on {pages} page(s)",
-            templates.len()
-        )),
-        Err(problem) => report.problem(problem),
+    let templates = match walk::<TemplateEntry>(&plugin, scheme, &limits, &promises).await {
+        Ok((templates, pages)) => {
+            report.pass(format!(
+                "templates: {} valid templates on {pages} page(s)",
+                templates.len()
+            ));
+            templates
+        }
+        Err(problem) => {
+            report.problem(problem);
+            Vec::new()
+        }
+    };
+    read_sample(
+        &plugin,
+        scheme,
+        &listed,
+        reads,
+        &limits,
+        &promises,
+        &mut report,
+    )
+    .await;
+    for template in &templates {
+        complete_arguments(&plugin, scheme, template, &limits, &mut report).await;
     }
-    for resource in listed.iter().take(READS) {
+    report_changes(&plugin, &mut report).await;
+    report.finish()
+}
+
+/// Reads `reads` of the `listed` resources (all of them when there are no
+/// more), spread evenly over the listing.
+async fn read_sample(
+    plugin: &WasmPlugin,
+    scheme: &str,
+    listed: &[Resource],
+    reads: usize,
+    limits: &AnswerLimits,
+    promises: &Promises,
+    report: &mut Report,
+) {
+    let sample = listed.len().min(reads);
+    if sample < listed.len() {
+        report.note(format!(
+            "reading {sample} of the {} resources listed (--reads)",
+            listed.len()
+        ));
+    }
+    for index in 0..sample {
+        let resource = &listed[index * listed.len() / sample];
         let path = &resource.uri[scheme.len() + "://".len()..];
         let read = match plugin.read(path).await {
-            Ok(read) => answers::check_read(scheme, read, &limits, &promises)
+            Ok(read) => answers::check_read(scheme, read, limits, promises)
                 .map_err(|reason| Problem::Broken(format!("read {}: {reason}", resource.uri))),
             Err(error) => Err(Problem::of(format!("read {}", resource.uri), error)),
         };
@@ -114,7 +168,94 @@ pub async fn check(component: &Path, manifest: Option<PathBuf>, cache: CacheArgs
             Err(problem) => report.problem(problem),
         }
     }
-    report.finish()
+}
+
+/// Completes each argument of `template` with nothing typed, then with the
+/// first letter of the first value offered (or `a`). A plugin may decline
+/// an argument with `invalid-input`; any other error fails.
+async fn complete_arguments(
+    plugin: &WasmPlugin,
+    scheme: &str,
+    template: &Template,
+    limits: &AnswerLimits,
+    report: &mut Report,
+) {
+    let path_template = &template.uri_template[scheme.len() + "://".len()..];
+    for argument in uri::template_variables(path_template) {
+        let mut typed = String::new();
+        for attempt in 0..2 {
+            let what = format!(
+                "complete {} {argument} from {typed:?}",
+                template.uri_template
+            );
+            let request = CompletionRequest {
+                path_template: path_template.to_owned(),
+                argument: argument.to_owned(),
+                value: typed.clone(),
+                context: Vec::new(),
+            };
+            let values = match plugin.complete(request).await {
+                Ok(completion) => completion.values,
+                Err(ProviderError::InvalidInput(reason)) => {
+                    report.pass(format!("{what}: declined ({reason})"));
+                    break;
+                }
+                Err(error) => {
+                    report.problem(Problem::of(what, error));
+                    break;
+                }
+            };
+            let max = limits.max_string_bytes as usize;
+            match values.iter().find(|value| value.len() > max) {
+                Some(long) => report.problem(Problem::Broken(format!(
+                    "{what}: a value of {} bytes is over the {max}-byte limit of a string",
+                    long.len()
+                ))),
+                None => report.pass(format!("{what}: {}", shown(&values))),
+            }
+            if attempt == 0 {
+                let first = values.first().and_then(|value| value.chars().next());
+                typed = first.unwrap_or('a').to_string();
+            }
+        }
+    }
+}
+
+/// Up to five values, quoted.
+fn shown(values: &[String]) -> String {
+    let mut text = values
+        .iter()
+        .take(5)
+        .map(|value| format!("{value:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if values.len() > 5 {
+        text.push_str(&format!(" and {} more", values.len() - 5));
+    }
+    format!("{} value(s) {text}", values.len())
+}
+
+/// Asks for a first change report, then for what changed since it.
+async fn report_changes(plugin: &WasmPlugin, report: &mut Report) {
+    let first = match plugin.changes(None).await {
+        Ok(first) => first,
+        Err(error) => return report.problem(Problem::of("changes".into(), error)),
+    };
+    report.pass(format!("changes: token {:?}", first.token));
+    let what = format!("changes since {:?}", first.token);
+    match plugin.changes(Some(first.token)).await {
+        Ok(since) => report.pass(format!(
+            "{what}: token {:?}, listing {}, {} changed path(s)",
+            since.token,
+            if since.listing_changed {
+                "changed"
+            } else {
+                "unchanged"
+            },
+            since.changed_paths.len()
+        )),
+        Err(error) => report.problem(Problem::of(what, error)),
+    }
 }
 
 /// What a check found wrong.
@@ -180,30 +321,48 @@ async fn walk<T: Listable>(
     )))
 }
 
-#[derive(Default)]
+/// What the check found so far, and where it prints it.
 struct Report {
+    out: Box<dyn Write + Send>,
     passed: usize,
     warned: usize,
     failed: usize,
 }
 
 impl Report {
+    fn new(out: Box<dyn Write + Send>) -> Self {
+        Self {
+            out,
+            passed: 0,
+            warned: 0,
+            failed: 0,
+        }
+    }
+
+    fn line(&mut self, tag: &str, line: &str) {
+        let _ = writeln!(self.out, "{tag:<5} {line}");
+    }
+
     fn record(&mut self, outcome: Result<String, String>) {
-        let mut out = std::io::stdout().lock();
-        let _ = match outcome {
+        match outcome {
             Ok(line) => {
                 self.passed += 1;
-                writeln!(out, "ok    {line}")
+                self.line("ok", &line);
             }
             Err(line) => {
                 self.failed += 1;
-                writeln!(out, "FAIL  {line}")
+                self.line("FAIL", &line);
             }
-        };
+        }
     }
 
     fn pass(&mut self, line: impl Into<String>) {
         self.record(Ok(line.into()));
+    }
+
+    /// A line that is neither a pass nor a failure.
+    fn note(&mut self, line: String) {
+        self.line("note", &line);
     }
 
     fn problem(&mut self, problem: Problem) {
@@ -211,8 +370,9 @@ impl Report {
             Problem::Broken(line) => self.record(Err(line)),
             Problem::Unavailable(line) => {
                 self.warned += 1;
-                println!(
-                    "WARN  {line} (not a contract failure: it cannot serve until that is back)"
+                self.line(
+                    "WARN",
+                    &format!("{line} (not a contract failure: it cannot serve until that is back)"),
                 );
             }
         }
@@ -224,11 +384,13 @@ impl Report {
         self.finish()
     }
 
-    fn finish(self) -> Result<()> {
-        println!(
+    fn finish(mut self) -> Result<()> {
+        let summary = format!(
             "{} passed, {} warnings, {} failed",
             self.passed, self.warned, self.failed
         );
+        let _ = writeln!(self.out, "{summary}");
+        let _ = self.out.flush();
         if self.failed > 0 {
             anyhow::bail!("the component does not meet the contract");
         }

@@ -1,8 +1,10 @@
 //! Command-line arguments and `resmux serve`; the other subcommands live in
-//! [`query`], [`check`], [`inspect`] and [`top`]. Output for people goes to
+//! [`query`], [`check`], [`inspect`], [`top`] and, for plugin authors,
+//! [`author`]. Output for people goes to
 //! stdout; logs go to stderr, and `serve` keeps stdout for protocol messages
 //! alone.
 
+mod author;
 mod check;
 mod inspect;
 mod query;
@@ -125,14 +127,82 @@ pub enum Command {
         #[arg(long)]
         since: Option<String>,
     },
-    /// Check a plugin component against the contract: load it, start it, and
-    /// walk its listing and templates as the host would.
+    /// Complete one argument of a resource template, as a client's
+    /// `completion/complete` would.
+    Complete {
+        #[command(flatten)]
+        folder: FolderArgs,
+        /// The URI template, e.g. `dataset://datasets/{name}/rows/{row}`.
+        template: String,
+        /// The argument to complete, e.g. `name`.
+        argument: String,
+        /// What has been typed so far (may be empty: "").
+        value: String,
+        /// A value already chosen for another argument, as NAME=VALUE.
+        /// Repeatable.
+        #[arg(long = "context", value_parser = name_value)]
+        context: Vec<(String, String)>,
+    },
+    /// Check a plugin component against the contract: load it, start it,
+    /// walk its listing and templates, read what it lists, complete every
+    /// template argument and ask twice what changed, as the host would.
     Check {
         /// The component, e.g. `target/wasm32-wasip2/release/my_plugin.wasm`.
         component: PathBuf,
         /// Its manifest (default: the `.toml` beside it, if any).
         #[arg(long)]
         manifest: Option<PathBuf>,
+        /// The most listed resources to read; a longer listing is sampled
+        /// evenly.
+        #[arg(long, default_value_t = 100)]
+        reads: usize,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
+    /// Write a new plugin project that builds with its own build.sh and
+    /// passes `resmux check` as it is.
+    New {
+        /// The language of the project.
+        #[arg(long, value_enum)]
+        lang: author::scaffold::Language,
+        /// The plugin's name, which is also its URI scheme, e.g. `poems`.
+        name: String,
+        /// Where to write it (default: ./NAME).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Write the contract (provider.wit) into a folder, for tools that
+    /// generate bindings.
+    Wit {
+        /// The folder, e.g. `wit`.
+        dir: PathBuf,
+    },
+    /// Write the bindings C or Go plugins build with.
+    Bindings {
+        #[arg(value_enum)]
+        lang: author::bindings::Language,
+        /// The folder to write them into.
+        dir: PathBuf,
+    },
+    /// Turn a wasm32-wasi (preview 1) reactor module, as C and Go compilers
+    /// make, into a plugin component.
+    Componentize {
+        /// The core module.
+        module: PathBuf,
+        /// The component to write.
+        out: PathBuf,
+    },
+    /// Serve a plugin project while you work on it: build it with its
+    /// build.sh, serve its folder, and rebuild, reload and check it on every
+    /// save. Build output and check results go to stderr.
+    Dev {
+        /// The project folder (it holds build.sh and NAME.toml).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8080)
+        /// instead of stdio.
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
         #[command(flatten)]
         cache: CacheArgs,
     },
@@ -189,7 +259,7 @@ impl RulesArgs {
     }
 }
 
-#[derive(ClapArgs)]
+#[derive(ClapArgs, Clone)]
 pub struct CacheArgs {
     /// Where compiled plugins are cached (default: $XDG_CACHE_HOME/resmux or ~/.cache/resmux).
     #[arg(long, env = "RESMUX_CACHE_DIR")]
@@ -226,6 +296,13 @@ fn user_dir(variable: &str, fallback: &str) -> Option<PathBuf> {
     std::env::var_os(variable)
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(fallback)))
+}
+
+fn name_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("{text:?} is not NAME=VALUE")),
+    }
 }
 
 fn positive_seconds(text: &str) -> Result<f64, String> {
@@ -287,11 +364,30 @@ pub async fn run(command: Command) -> Result<()> {
             scheme,
             since,
         } => query::changes(folder, &scheme, since).await,
+        Command::Complete {
+            folder,
+            template,
+            argument,
+            value,
+            context,
+        } => query::complete(folder, &template, &argument, &value, context).await,
         Command::Check {
             component,
             manifest,
+            reads,
             cache,
-        } => check::check(&component, manifest, cache).await,
+        } => {
+            let stdout = Box::new(std::io::stdout());
+            check::check(&component, manifest, &cache, reads, stdout).await
+        }
+        Command::New { lang, name, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            author::scaffold::new_project(lang, &name, &dir)
+        }
+        Command::Wit { dir } => author::write_wit(&dir),
+        Command::Bindings { lang, dir } => author::bindings::write_bindings(lang, &dir),
+        Command::Componentize { module, out } => author::bindings::componentize(&module, &out),
+        Command::Dev { dir, http, cache } => author::dev::dev(&dir, http, cache).await,
         Command::Inspect {
             component,
             manifest,

@@ -1,5 +1,5 @@
-//! The namespace from a shell: `resmux list`, `templates`, `read` and
-//! `changes`, printed for people.
+//! The namespace from a shell: `resmux list`, `templates`, `read`,
+//! `complete` and `changes`, printed for people.
 
 use std::io::Write;
 use std::path::Path;
@@ -99,6 +99,33 @@ pub async fn read(folder: FolderArgs, uri: &str, output: Option<&Path>) -> Resul
                 write_hex_preview(&mut stdout, &bytes)?;
             }
         }
+    }
+    Ok(())
+}
+
+pub async fn complete(
+    folder: FolderArgs,
+    template: &str,
+    argument: &str,
+    value: &str,
+    context: Vec<(String, String)>,
+) -> Result<()> {
+    let namespace = namespace(&folder).await?;
+    let completion = namespace
+        .complete(template, argument, value, context, &Scope::All)
+        .await?;
+    let mut stdout = std::io::stdout().lock();
+    for value in &completion.values {
+        writeln!(stdout, "{value}")?;
+    }
+    if completion.has_more {
+        let total = completion
+            .total
+            .map_or("more".into(), |total| format!("{total} in all"));
+        eprintln!(
+            "({total}: only the first {} are shown)",
+            completion.values.len()
+        );
     }
     Ok(())
 }

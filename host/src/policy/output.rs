@@ -3,11 +3,14 @@
 //! streams logs at most [`MAX_LOGGED`] bytes per instance, whatever number of
 //! stream handles the plugin asks for, so a plugin cannot flood the log; the
 //! rest is counted, dropped and reported once when the instance ends.
+//! The last line an instance wrote to stderr is kept (cut to
+//! [`MAX_LAST_WORDS`] bytes), so that a fault can name what the plugin said
+//! as it failed: an uncaught exception, a panic message.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::io::AsyncWrite;
@@ -17,6 +20,8 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 const MAX_LINE: usize = 4096;
 /// Bytes of one stream of one instance that reach the log.
 pub const MAX_LOGGED: usize = 64 * 1024;
+/// Bytes of the last stderr line kept for a fault's message.
+pub const MAX_LAST_WORDS: usize = 300;
 
 /// One of a plugin instance's output streams, and its budget.
 #[derive(Clone)]
@@ -30,6 +35,8 @@ struct Budget {
     stream: &'static str,
     logged: AtomicUsize,
     dropped: AtomicUsize,
+    /// The last non-blank line logged, cut to [`MAX_LAST_WORDS`] bytes.
+    last_line: Mutex<Option<String>>,
 }
 
 impl PluginOutput {
@@ -48,8 +55,20 @@ impl PluginOutput {
                 stream,
                 logged: AtomicUsize::new(0),
                 dropped: AtomicUsize::new(0),
+                last_line: Mutex::new(None),
             }),
         }
+    }
+}
+
+impl PluginOutput {
+    /// The last non-blank line this stream logged, if any.
+    pub fn last_line(&self) -> Option<String> {
+        self.budget
+            .last_line
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 }
 
@@ -107,6 +126,21 @@ impl LineLogger {
     fn emit(&self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
         let text = text.trim_end_matches(['\r', '\n']);
+        // Rust's panic hook ends with a hint about backtraces; the panic
+        // message is the line before it.
+        let boilerplate = text.starts_with("note: run with `RUST_BACKTRACE=");
+        if !text.trim().is_empty() && !boilerplate {
+            let mut end = text.len().min(MAX_LAST_WORDS);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            *self
+                .output
+                .budget
+                .last_line
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(text[..end].to_owned());
+        }
         tracing::info!(
             target: "resmux::plugin",
             plugin = %self.output.budget.plugin,

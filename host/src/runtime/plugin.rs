@@ -411,6 +411,10 @@ impl Shared {
                 ),
             },
         };
+        let message = match metered.store.data().last_stderr_line() {
+            Some(line) => format!("{message}; its last line on stderr: {line:?}"),
+            None => message,
+        };
         Failed::Faulted(kind, message)
     }
 }

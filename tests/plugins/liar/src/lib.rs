@@ -68,6 +68,20 @@ impl Guest for Liar {
                 });
             }
             Some(mode) if mode.starts_with("pages/") => return pages(mode, cursor),
+            // A valid listing whose reads then break what it promised.
+            Some("promises") => {
+                return Ok(ResourcePage {
+                    resources: vec![
+                        resource("honest", Some("text/plain")),
+                        Resource {
+                            size: Some(5),
+                            ..resource("grows", Some("text/plain"))
+                        },
+                    ],
+                    next_cursor: None,
+                    cache: None,
+                });
+            }
             _ => {}
         }
         // After the first page, every page is the same and hands back the
@@ -105,6 +119,13 @@ impl Guest for Liar {
     }
 
     fn templates(_cursor: Option<String>) -> Result<TemplatePage, Error> {
+        if LIST_MODE.get().is_some_and(|mode| mode == "promises") {
+            return Ok(TemplatePage {
+                templates: vec![template("item/{id}")],
+                next_cursor: None,
+                cache: None,
+            });
+        }
         Ok(TemplatePage {
             templates: vec![
                 template("item/{id}"),
@@ -283,7 +304,10 @@ impl Guest for Liar {
         })
     }
 
-    fn complete(_request: CompletionRequest) -> Result<Completion, Error> {
+    fn complete(request: CompletionRequest) -> Result<Completion, Error> {
+        if LIST_MODE.get().is_some_and(|mode| mode == "promises") {
+            panic!("the liar cannot complete {}", request.argument);
+        }
         Ok(Completion {
             values: (0..150).map(|n| n.to_string()).collect(),
             total: Some(150),

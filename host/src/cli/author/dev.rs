@@ -1,0 +1,171 @@
+//! `resmux dev DIR`: the loop of a plugin author at work. It builds the
+//! project with its own `build.sh`, serves the project folder as a plugin
+//! folder (so the catalog's watcher reloads `NAME.wasm` live when a build
+//! replaces it), and rebuilds and checks the project whenever one of its
+//! sources is saved. Build output and check results go to stderr, so that
+//! stdout stays the protocol's when serving stdio.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use notify::{EventKind, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::cli::{CacheArgs, FolderArgs, RulesArgs, ServeOptions, check, serve};
+use resmux::transport::HttpOptions;
+
+/// Quiet time after the last save before a build starts.
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// What a build writes or fetches; a change there is no edit of a source.
+const NOT_SOURCES: &[&str] = &[
+    "build",
+    "wit",
+    "target",
+    "node_modules",
+    "__pycache__",
+    "Cargo.lock",
+    "package-lock.json",
+    "go.sum",
+];
+
+pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArgs) -> Result<()> {
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("cannot open the project folder {}", dir.display()))?;
+    let script = dir.join("build.sh");
+    if !script.is_file() {
+        bail!(
+            "{} has no build.sh: run resmux dev in a project that resmux new wrote",
+            dir.display()
+        );
+    }
+    build_and_check(&dir, &script, &cache).await;
+
+    let (saved, mut saves) = mpsc::unbounded_channel();
+    let watched = dir.clone();
+    // Reads are no edit: the build itself reads every source.
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event
+            && !matches!(event.kind, EventKind::Access(_))
+            && event.paths.iter().any(|path| is_source(&watched, path))
+        {
+            // The receiver only goes away when the process ends.
+            let _ = saved.send(());
+        }
+    })
+    .context("cannot start watching the project")?;
+    watcher
+        .watch(&dir, RecursiveMode::Recursive)
+        .with_context(|| format!("cannot watch {}", dir.display()))?;
+    let builder_cache = cache.clone();
+    let (project, builder_script) = (dir.clone(), script.clone());
+    tokio::spawn(async move {
+        let _watcher = watcher;
+        while saves.recv().await.is_some() {
+            // An editor's save is several writes; saves made during a build
+            // are covered by the next one.
+            tokio::time::sleep(SETTLE).await;
+            while saves.try_recv().is_ok() {}
+            build_and_check(&project, &builder_script, &builder_cache).await;
+        }
+    });
+
+    let folder = FolderArgs {
+        plugins: dir,
+        page_size: 100,
+        cache,
+        rules: RulesArgs {
+            policy: None,
+            locked: false,
+        },
+    };
+    let http = http.map(|address| HttpOptions {
+        address,
+        allowed_hosts: Vec::new(),
+        allowed_origins: Vec::new(),
+        access: None,
+        max_connections: 512,
+    });
+    let options = ServeOptions {
+        tool_bridge: true,
+        audit: None,
+        // Every answer fresh: what a client sees is always the last build.
+        response_cache_bytes: 0,
+        metrics: None,
+        trace_uris: false,
+    };
+    serve(folder, http, options).await
+}
+
+/// Whether a change at `path` is an edit of the project's sources.
+fn is_source(dir: &Path, path: &Path) -> bool {
+    let Ok(relative) = path.strip_prefix(dir) else {
+        return false;
+    };
+    let hidden_or_built = relative.components().any(|component| {
+        let name = component.as_os_str().to_string_lossy();
+        name.starts_with('.') || NOT_SOURCES.contains(&name.as_ref())
+    });
+    let name = relative.to_string_lossy();
+    !hidden_or_built && !name.ends_with(".wasm") && !name.ends_with('~') && !name.is_empty()
+}
+
+/// Runs the build script (its output to stderr), then checks every
+/// component the project folder holds.
+async fn build_and_check(dir: &Path, script: &Path, cache: &CacheArgs) {
+    eprintln!("resmux dev: building {}", dir.display());
+    match build(dir, script).await {
+        Ok(()) => {}
+        Err(error) => {
+            eprintln!("resmux dev: {error:#}; still serving the last build");
+            return;
+        }
+    }
+    for component in components(dir) {
+        eprintln!("resmux dev: checking {}", component.display());
+        let stderr = Box::new(std::io::stderr());
+        if let Err(error) = check::check(&component, None, cache, 100, stderr).await {
+            eprintln!("resmux dev: {}: {error:#}", component.display());
+        }
+    }
+}
+
+async fn build(dir: &Path, script: &Path) -> Result<()> {
+    let resmux = std::env::current_exe().context("cannot find the resmux binary")?;
+    let stdout = std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("cannot pass stderr to the build")?;
+    let status = tokio::process::Command::new(script)
+        .current_dir(dir)
+        .env("RESMUX", resmux)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(stdout))
+        .status()
+        .await
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    if !status.success() {
+        bail!("{} failed ({status})", script.display());
+    }
+    Ok(())
+}
+
+/// The components directly in `dir`, in name order.
+fn components(dir: &Path) -> Vec<PathBuf> {
+    let mut components: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "wasm")
+        })
+        .collect();
+    components.sort();
+    components
+}

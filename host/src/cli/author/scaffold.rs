@@ -1,0 +1,101 @@
+//! `resmux new --lang LANG NAME`: a plugin project that builds with its own
+//! `build.sh` and passes `resmux check` unchanged. It is the template of
+//! its language (`sdk/new/LANG/`, with `{{name}}` replaced in names and
+//! text), that language's SDK beside it, and the contract in `wit/`.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
+
+use super::embedded;
+
+/// A language resmux writes projects in.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Language {
+    Rust,
+    Python,
+    Js,
+    C,
+    Go,
+}
+
+impl Language {
+    /// The template's folder under `sdk/new/`.
+    fn template(self) -> &'static str {
+        match self {
+            Self::Rust => "rust",
+            Self::Python => "python",
+            Self::Js => "js",
+            Self::C => "c",
+            Self::Go => "go",
+        }
+    }
+
+    /// Where the SDK is embedded, and where it goes in the project.
+    fn sdk(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Rust => ("sdk/src/", "resmux-sdk/src"),
+            Self::Python => ("sdk/python/", ""),
+            Self::Js => ("sdk/js/", ""),
+            Self::C => ("sdk/c/", ""),
+            Self::Go => ("sdk/go/", ""),
+        }
+    }
+}
+
+/// Writes the project `name` into `dir` (which must not exist or be empty).
+pub fn new_project(language: Language, name: &str, dir: &Path) -> Result<()> {
+    check_name(name)?;
+    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
+        bail!(
+            "{} already exists and is not empty; choose another name or --dir",
+            dir.display()
+        );
+    }
+    let fill = |text: &str| text.replace("{{name}}", name);
+    let template = format!("sdk/new/{}/", language.template());
+    embedded::write_tree(&template, dir, fill)?;
+    let (sdk, sdk_dir) = language.sdk();
+    embedded::write_tree(sdk, &dir.join(sdk_dir), str::to_owned)?;
+    super::write_wit(&dir.join("wit"))?;
+    make_executable(&dir.join("build.sh"))?;
+    println!(
+        "wrote {}: build it with ./build.sh, check it with resmux check {name}.wasm, \
+         or serve it and rebuild on every save with resmux dev {}",
+        dir.display(),
+        dir.display()
+    );
+    Ok(())
+}
+
+/// A name must work as a URI scheme, a file name, and a package name in
+/// every language.
+fn check_name(name: &str) -> Result<()> {
+    let mut characters = name.chars();
+    let valid = characters
+        .next()
+        .is_some_and(|first| first.is_ascii_lowercase())
+        && characters.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name.len() <= 63
+        && !name.ends_with('-');
+    if !valid {
+        bail!(
+            "{name:?} cannot name a plugin: use a lowercase letter, then lowercase letters, \
+             digits or '-' (it becomes the URI scheme), at most 63 characters"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot make {} executable", path.display()))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) -> Result<()> {
+    Ok(())
+}

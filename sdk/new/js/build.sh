@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds {{name}}.wasm from app.js (and resmux.js beside it) with
+# componentize-js, installed into node_modules/ by npm on the first build.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ ! -d node_modules ]; then
+    npm install --no-audit --no-fund --loglevel=error >/dev/null
+fi
+"${RESMUX:-resmux}" wit wit
+mkdir -p build
+node_modules/.bin/componentize-js app.js --wit wit -n plugin -d fetch-event -o build/{{name}}.wasm
+mv build/{{name}}.wasm {{name}}.wasm
+echo "built {{name}}.wasm"
