@@ -9,7 +9,8 @@ use resmux::telemetry::logs;
 fn main() -> std::process::ExitCode {
     let args = cli::Args::parse();
     // Kept until the end, so that logs and spans are flushed on the way out.
-    let _telemetry = match logs::init(args.log_level.as_deref(), args.log_format) {
+    let default_level = args.command.default_log_level();
+    let _telemetry = match logs::init(args.log_level.as_deref(), default_level, args.log_format) {
         Ok(telemetry) => telemetry,
         Err(error) => {
             eprintln!("resmux: {error:#}");

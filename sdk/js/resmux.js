@@ -154,8 +154,8 @@ export function pageAfter(entries, key, cursor, pageSize) {
 
 // The `provider` export of a plugin: `export const provider = exportPlugin({...})`.
 // `about()` and `init(config)` take no state; `init` gets a `Config` and
-// returns the plugin's state (anything), which resmux's fresh instance per
-// call keeps for the one call that follows; `list`, `templates`, `read`,
+// returns the plugin's state (anything), which the instance keeps for the
+// calls it serves after `init`; `list`, `templates`, `read`,
 // `complete` and `changes` get that state first, then their argument.
 // Any function may be async. `templates`, `complete` and `changes` are
 // optional. A `PluginError` thrown becomes its case of the contract's

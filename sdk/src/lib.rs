@@ -1,9 +1,10 @@
 //! Write a resmux plugin in Rust without touching the raw bindings.
 //!
 //! Implement [`Plugin`] for a type that holds what `init` made of the
-//! operator's configuration, and name it in [`export!`]. resmux starts a
-//! fresh instance for every call, calls `init` first, then the one method the
-//! call is for; the SDK keeps the value `init` returned for that call.
+//! operator's configuration, and name it in [`export!`]. resmux calls
+//! `init` once on each instance before anything else, then the calls it
+//! serves; the SDK keeps the value `init` returned for them. An instance is
+//! fresh or an idle one reused, so keep nothing else between calls.
 //!
 //! ```no_run
 //! use resmux_sdk::{Config, Content, Error, Plugin, PluginInfo, ReadResult, Resource, ResourcePage};
@@ -119,7 +120,7 @@ macro_rules! export {
                 }
                 fn init(config: Vec<(String, String)>) -> Result<(), Error> {
                     let plugin = <$plugin as Plugin>::init($crate::Config::new(config))?;
-                    // A fresh instance per call: the cell is always empty here.
+                    // `init` runs once per instance: the cell is empty here.
                     let _ = INSTANCE.set(plugin);
                     Ok(())
                 }

@@ -50,7 +50,11 @@ fn scaffold(lang: &str) -> (tempfile::TempDir, PathBuf) {
         .output()
         .unwrap();
     let said = succeeded(output, "resmux new");
-    assert!(said.contains("./build.sh"), "{said}");
+    assert_eq!(
+        said,
+        "wrote hello: build it with hello/build.sh, check it with resmux check hello/hello.wasm, \
+         or serve it and rebuild on every save with resmux dev hello\n"
+    );
     let project = outside.path().join("hello");
     (outside, project)
 }
@@ -99,14 +103,22 @@ fn scaffold_passes_check(lang: &str) -> (tempfile::TempDir, PathBuf) {
     (outside, project)
 }
 
-/// The project's main source replaced by `tests/authors/LANG/...`, a plugin
-/// whose read of `boom` raises an uncaught exception: every read answers
-/// `internal` with the exception's message, the plugin is never
-/// quarantined, and its other resources keep answering.
-async fn uncaught_exception_is_an_internal_error(lang: &str, source: &str) {
+/// The project's read edited, as an author would, to raise an uncaught
+/// exception for `boom`: `source` is the file, `read` the line that opens
+/// the read function, and `raise` what goes right after it. Every read of
+/// `boom` answers `internal` with the exception's message, the plugin is
+/// never quarantined, and its other resources keep answering.
+async fn uncaught_exception_is_an_internal_error(
+    lang: &str,
+    source: &str,
+    read: &str,
+    raise: &str,
+) {
     let (_outside, project) = scaffold_passes_check(lang);
-    let raising = workspace().join("tests/authors").join(lang).join(source);
-    std::fs::copy(&raising, project.join(source)).unwrap();
+    let source = project.join(source);
+    let text = std::fs::read_to_string(&source).unwrap();
+    assert_eq!(text.matches(read).count(), 1, "{lang}: {read:?} in\n{text}");
+    std::fs::write(&source, text.replace(read, &format!("{read}\n{raise}"))).unwrap();
     build(&project);
 
     let mut server = RawServer::start(&project, &[]).unwrap();
@@ -140,17 +152,35 @@ fn a_new_c_project_builds_and_passes_check() {
 
 #[tokio::test]
 async fn a_python_exception_is_an_internal_error() {
-    uncaught_exception_is_an_internal_error("python", "app.py").await;
+    uncaught_exception_is_an_internal_error(
+        "python",
+        "app.py",
+        "    def read(self, path: str):",
+        "        if path == \"boom\":\n            raise ValueError(\"the boom resource exploded\")",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn a_javascript_exception_is_an_internal_error() {
-    uncaught_exception_is_an_internal_error("js", "app.js").await;
+    uncaught_exception_is_an_internal_error(
+        "js",
+        "app.js",
+        "  read({ greeting }, path) {",
+        "    if (path === 'boom') throw new TypeError('the boom resource exploded');",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn a_go_panic_is_an_internal_error() {
-    uncaught_exception_is_an_internal_error("go", "export_resmux_provider_provider/hello.go").await;
+    uncaught_exception_is_an_internal_error(
+        "go",
+        "export_resmux_provider_provider/hello.go",
+        "\treturn resmux.Guard(func() (types.ReadResult, error) {",
+        "\t\tif path == \"boom\" {\n\t\t\tpanic(\"the boom resource exploded\")\n\t\t}",
+    )
+    .await;
 }
 
 #[test]
@@ -182,17 +212,19 @@ fn check_flags_broken_promises_and_a_failing_completion() {
         "{report}"
     );
     assert!(
-        report.contains("WARN  changes: unavailable: the liar never reports changes"),
+        report.contains(
+            "note  changes: unavailable: the liar never reports changes (subscribers will hear of no updates)\n"
+        ),
         "{report}"
     );
     assert!(
-        report.ends_with("7 passed, 1 warnings, 2 failed\n"),
+        report.ends_with("7 passed, 0 warnings, 2 failed\n"),
         "{report}"
     );
 }
 
 #[test]
-fn complete_and_wit_from_the_shell() {
+fn complete_inspect_and_wit_from_the_shell() {
     let examples = workspace().join("target/plugins");
     let completed = succeeded(
         resmux(&[
@@ -221,11 +253,55 @@ fn complete_and_wit_from_the_shell() {
         "{refused:?}"
     );
 
+    // componentize-py's own export is named as what it is.
+    let dataset = examples.join("dataset.wasm");
+    let inspected = succeeded(
+        resmux(&["inspect", dataset.to_str().unwrap()]),
+        "resmux inspect",
+    );
+    assert!(
+        inspected.contains(
+            "exports\n  exports                                       not part of the contract; resmux never calls it\n  resmux:provider/provider@0.1.0\n"
+        ),
+        "{inspected}"
+    );
+
     let out = tempfile::tempdir().unwrap();
     succeeded(resmux(&["wit", out.path().to_str().unwrap()]), "resmux wit");
     assert_eq!(
         std::fs::read_to_string(out.path().join("provider.wit")).unwrap(),
         std::fs::read_to_string(workspace().join("wit/provider.wit")).unwrap()
+    );
+}
+
+#[test]
+fn new_refuses_a_bad_name_and_a_folder_in_use() {
+    let outside = tempfile::tempdir().unwrap();
+    let in_outside = |args: &[&str]| {
+        author_env(&mut Command::new(resmux_bin()))
+            .args(args)
+            .current_dir(outside.path())
+            .output()
+            .unwrap()
+    };
+    let bad = in_outside(&["new", "--lang", "go", "Hello_World"]);
+    assert!(!bad.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr),
+        "resmux: \"Hello_World\" cannot name a plugin: use a lowercase letter, then lowercase \
+         letters, digits or '-' (it becomes the URI scheme), at most 63 characters\n"
+    );
+    std::fs::create_dir(outside.path().join("taken")).unwrap();
+    std::fs::write(outside.path().join("taken/notes.txt"), "mine").unwrap();
+    let taken = in_outside(&["new", "--lang", "c", "taken"]);
+    assert!(!taken.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&taken.stderr),
+        "resmux: taken already exists and is not empty; choose another name or --dir\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("taken/notes.txt")).unwrap(),
+        "mine"
     );
 }
 

@@ -220,7 +220,19 @@ fn check_passes_a_good_plugin_and_names_what_a_bad_one_breaks() {
         "{report}"
     );
     assert!(
-        report.ends_with("11 passed, 0 warnings, 0 failed\n"),
+        report.contains(
+            "ok    complete notes://tags/{tag} tag from \"c\": 1 value(s) \"contract\"\n"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "ok    changes since \"static\": token \"static\", listing unchanged, 0 changed path(s)\n"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.ends_with("17 passed, 0 warnings, 0 failed\n"),
         "{report}"
     );
 

@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::CacheArgs;
 use resmux::catalog::Entry;
 use resmux::contract::{
     AnswerLimits, CompletionRequest, Provider, ProviderError, ResourceEntry, TemplateEntry,
@@ -27,7 +26,7 @@ use resmux::namespace::cursor::Listing;
 use resmux::namespace::promises::Promises;
 use resmux::namespace::uri;
 use resmux::namespace::{Resource, Template};
-use resmux::runtime::WasmPlugin;
+use resmux::runtime::{Runtime, WasmPlugin};
 
 /// Pages of a listing walked before the check gives up on it ending.
 const MAX_PAGES: usize = 1_000;
@@ -41,7 +40,7 @@ const PROMISED_FOR: Duration = Duration::from_secs(3600);
 pub async fn check(
     component: &Path,
     manifest: Option<PathBuf>,
-    cache: &CacheArgs,
+    runtime: &Runtime,
     reads: usize,
     out: Box<dyn Write + Send>,
 ) -> Result<()> {
@@ -62,7 +61,7 @@ pub async fn check(
         (Ok(policy), Ok(config)) => (policy, config),
         (Err(error), _) | (_, Err(error)) => return report.fail(format!("manifest: {error:#}")),
     };
-    let runtime = cache.runtime()?.with_stack(policy.limits.stack_kib)?;
+    let runtime = runtime.with_stack(policy.limits.stack_kib)?;
     let compiled = match runtime.compile(&bytes, manifest.sha256.as_deref()) {
         Ok(compiled) => compiled,
         Err(error) => return report.fail(format!("{error:#}")),
@@ -86,6 +85,9 @@ pub async fn check(
     }
     match plugin.start().await {
         Ok(()) => report.pass("init accepts the manifest's config"),
+        // The runtime says why the plugin cannot serve; the author needs
+        // what init answered.
+        Err(ProviderError::Unavailable(why)) => return report.fail(format!("init: {why}")),
         Err(error) => return report.fail(format!("init: {error}")),
     }
     let limits = manifest.limits.answers;
@@ -235,10 +237,17 @@ fn shown(values: &[String]) -> String {
     format!("{} value(s) {text}", values.len())
 }
 
-/// Asks for a first change report, then for what changed since it.
+/// Asks for a first change report, then for what changed since it. A
+/// plugin that reports no changes (`unavailable`, the SDKs' default) keeps
+/// the contract: its subscribers just hear of no updates.
 async fn report_changes(plugin: &WasmPlugin, report: &mut Report) {
     let first = match plugin.changes(None).await {
         Ok(first) => first,
+        Err(error @ ProviderError::Unavailable(_)) => {
+            return report.note(format!(
+                "changes: {error} (subscribers will hear of no updates)"
+            ));
+        }
         Err(error) => return report.problem(Problem::of("changes".into(), error)),
     };
     report.pass(format!("changes: token {:?}", first.token));

@@ -39,7 +39,16 @@ pub async fn inspect(
     )?;
     writeln!(out, "exports")?;
     for name in &exports {
-        writeln!(out, "  {name}")?;
+        if name.starts_with("resmux:provider/provider@") {
+            writeln!(out, "  {name}")?;
+        } else {
+            // componentize-py, for one, exports `exports`, which it calls
+            // while building to set up the interpreter.
+            writeln!(
+                out,
+                "  {name:<45} not part of the contract; resmux never calls it"
+            )?;
+        }
     }
     writeln!(out, "imports")?;
     for name in &imports {

@@ -222,6 +222,17 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The log filter without --log-level or RUST_LOG: a server logs what
+    /// it does; a one-shot command only warnings, and what plugins print.
+    pub fn default_log_level(&self) -> &'static str {
+        match self {
+            Self::Serve { .. } | Self::Dev { .. } => "info",
+            _ => "warn,resmux::plugin=info",
+        }
+    }
+}
+
 #[derive(ClapArgs)]
 pub struct FolderArgs {
     /// The folder of plugins: NAME.wasm files with optional NAME.toml manifests.
@@ -259,7 +270,7 @@ impl RulesArgs {
     }
 }
 
-#[derive(ClapArgs, Clone)]
+#[derive(ClapArgs)]
 pub struct CacheArgs {
     /// Where compiled plugins are cached (default: $XDG_CACHE_HOME/resmux or ~/.cache/resmux).
     #[arg(long, env = "RESMUX_CACHE_DIR")]
@@ -345,7 +356,8 @@ pub async fn run(command: Command) -> Result<()> {
                 metrics,
                 trace_uris,
             };
-            serve(folder, http, options).await
+            let runtime = folder.cache.runtime()?;
+            serve(folder, runtime, http, options).await
         }
         Command::Top {
             address,
@@ -378,7 +390,7 @@ pub async fn run(command: Command) -> Result<()> {
             cache,
         } => {
             let stdout = Box::new(std::io::stdout());
-            check::check(&component, manifest, &cache, reads, stdout).await
+            check::check(&component, manifest, &cache.runtime()?, reads, stdout).await
         }
         Command::New { lang, name, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
@@ -398,12 +410,15 @@ pub async fn run(command: Command) -> Result<()> {
 }
 
 async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
-    Ok(load(folder).await?.0)
+    Ok(load(folder, folder.cache.runtime()?).await?.0)
 }
 
-/// Loads the folder into a new namespace; also returns how, for watching.
-async fn load(folder: &FolderArgs) -> Result<(Namespace, Runtime, catalog::Rules, Loading)> {
-    let runtime = folder.cache.runtime()?;
+/// Loads the folder into a new namespace on `runtime`; also returns how,
+/// for watching.
+async fn load(
+    folder: &FolderArgs,
+    runtime: Runtime,
+) -> Result<(Namespace, Runtime, catalog::Rules, Loading)> {
     let rules = folder.rules.rules()?;
     let loading = catalog::load_folder(&runtime, &folder.plugins, &rules).await?;
     let namespace = Namespace::new(folder.page_size as usize);
@@ -423,11 +438,16 @@ struct ServeOptions {
     trace_uris: bool,
 }
 
-async fn serve(folder: FolderArgs, http: Option<HttpOptions>, options: ServeOptions) -> Result<()> {
+async fn serve(
+    folder: FolderArgs,
+    runtime: Runtime,
+    http: Option<HttpOptions>,
+    options: ServeOptions,
+) -> Result<()> {
     if let Some(address) = options.metrics {
         transport::serve_metrics(address).await?;
     }
-    let (namespace, runtime, rules, loading) = load(&folder).await?;
+    let (namespace, runtime, rules, loading) = load(&folder, runtime).await?;
     tracing::info!(schemes = ?namespace.schemes(), "namespace ready");
     transport::mark_ready();
     let namespace = Arc::new(namespace);

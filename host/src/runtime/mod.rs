@@ -51,6 +51,10 @@ struct Engined {
     engine: Engine,
     linker: Linker<Sandbox>,
     components: Mutex<HashMap<String, Arc<Component>>>,
+    /// One turn per digest being compiled: a second load of the same
+    /// component (`resmux dev`'s check beside its server, two mounts) waits
+    /// for the first and shares what it compiled.
+    compiling: Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
 
 /// Stack above the plugin's own that a call's fiber keeps for the host.
@@ -127,14 +131,18 @@ impl Runtime {
         {
             bail!("its sha256 is {digest}, but the manifest pins {expected}");
         }
-        let (component, origin) = match self.on.loaded(&digest) {
-            Some(component) => (component, Origin::Shared),
-            None => {
-                let (component, origin) = self
-                    .cache
-                    .component(&self.on.engine, bytes, &digest)
-                    .context("not a loadable component")?;
-                (self.on.keep(&digest, component), origin)
+        let turn = self.on.compile_turn(&digest);
+        let (component, origin) = {
+            let _turn = turn.lock().unwrap_or_else(PoisonError::into_inner);
+            match self.on.loaded(&digest) {
+                Some(component) => (component, Origin::Shared),
+                None => {
+                    let (component, origin) = self
+                        .cache
+                        .component(&self.on.engine, bytes, &digest)
+                        .context("not a loadable component")?;
+                    (self.on.keep(&digest, component), origin)
+                }
             }
         };
         Ok(Compiled {
@@ -221,12 +229,24 @@ impl Engined {
             engine,
             linker,
             components: Mutex::default(),
+            compiling: Mutex::default(),
         })
     }
 
     /// The component of `digest`, if a plugin on this engine still uses it.
     fn loaded(&self, digest: &str) -> Option<Arc<Component>> {
         self.in_use().get(digest).cloned()
+    }
+
+    /// The turn to take before compiling `digest`; turns nobody waits for
+    /// any more are forgotten.
+    fn compile_turn(&self, digest: &str) -> Arc<Mutex<()>> {
+        let mut compiling = self
+            .compiling
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        compiling.retain(|_, turn| Arc::strong_count(turn) > 1);
+        compiling.entry(digest.to_owned()).or_default().clone()
     }
 
     /// Shares `component` under `digest`.

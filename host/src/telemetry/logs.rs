@@ -58,13 +58,13 @@ impl Drop for Telemetry {
     }
 }
 
-/// Sends logs to stderr, filtered by `level`, else RUST_LOG, else `info`,
-/// and spans to OTLP when the environment asks.
-pub fn init(level: Option<&str>, format: LogFormat) -> Result<Telemetry> {
+/// Sends logs to stderr, filtered by `level`, else RUST_LOG, else
+/// `default`, and spans to OTLP when the environment asks.
+pub fn init(level: Option<&str>, default: &str, format: LogFormat) -> Result<Telemetry> {
     let filter = match level {
         Some(level) => EnvFilter::try_new(level)
             .with_context(|| format!("--log-level {level:?} is not a log filter"))?,
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
     };
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(true)

@@ -13,8 +13,8 @@
 static const char *const paths[] = {"hello"};
 static const char *const names[] = {"ada", "alan", "grace", "linus"};
 
-// What init read from the config; every call runs in a fresh instance that
-// init has just set up.
+// What init read from the config: resmux calls init on every instance
+// before any other call.
 static char *greeting;
 
 void exports_resmux_provider_provider_about(resmux_plugin_info_t *ret) {

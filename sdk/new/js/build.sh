@@ -8,6 +8,8 @@ if [ ! -d node_modules ]; then
     npm install --no-audit --no-fund --loglevel=error >/dev/null
 fi
 "${RESMUX:-resmux}" wit wit
+# componentize-js reports a syntax error without its place; node names it.
+node --check app.js
 mkdir -p build
 node_modules/.bin/componentize-js app.js --wit wit -n plugin -d fetch-event -o build/{{name}}.wasm
 mv build/{{name}}.wasm {{name}}.wasm

@@ -15,6 +15,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::cli::{CacheArgs, FolderArgs, RulesArgs, ServeOptions, check, serve};
+use resmux::runtime::Runtime;
 use resmux::transport::HttpOptions;
 
 /// Quiet time after the last save before a build starts.
@@ -43,7 +44,10 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
             dir.display()
         );
     }
-    build_and_check(&dir, &script, &cache).await;
+    // One runtime for the server and the checks: a build is compiled
+    // once, and shared.
+    let runtime = cache.runtime()?;
+    build_and_check(&dir, &script, &runtime).await;
 
     let (saved, mut saves) = mpsc::unbounded_channel();
     let watched = dir.clone();
@@ -61,7 +65,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
     watcher
         .watch(&dir, RecursiveMode::Recursive)
         .with_context(|| format!("cannot watch {}", dir.display()))?;
-    let builder_cache = cache.clone();
+    let builder_runtime = runtime.clone();
     let (project, builder_script) = (dir.clone(), script.clone());
     tokio::spawn(async move {
         let _watcher = watcher;
@@ -70,7 +74,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
             // are covered by the next one.
             tokio::time::sleep(SETTLE).await;
             while saves.try_recv().is_ok() {}
-            build_and_check(&project, &builder_script, &builder_cache).await;
+            build_and_check(&project, &builder_script, &builder_runtime).await;
         }
     });
 
@@ -98,7 +102,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         metrics: None,
         trace_uris: false,
     };
-    serve(folder, http, options).await
+    serve(folder, runtime, http, options).await
 }
 
 /// Whether a change at `path` is an edit of the project's sources.
@@ -116,7 +120,7 @@ fn is_source(dir: &Path, path: &Path) -> bool {
 
 /// Runs the build script (its output to stderr), then checks every
 /// component the project folder holds.
-async fn build_and_check(dir: &Path, script: &Path, cache: &CacheArgs) {
+async fn build_and_check(dir: &Path, script: &Path, runtime: &Runtime) {
     eprintln!("resmux dev: building {}", dir.display());
     match build(dir, script).await {
         Ok(()) => {}
@@ -128,8 +132,11 @@ async fn build_and_check(dir: &Path, script: &Path, cache: &CacheArgs) {
     for component in components(dir) {
         eprintln!("resmux dev: checking {}", component.display());
         let stderr = Box::new(std::io::stderr());
-        if let Err(error) = check::check(&component, None, cache, 100, stderr).await {
-            eprintln!("resmux dev: {}: {error:#}", component.display());
+        if let Err(error) = check::check(&component, None, runtime, 100, stderr).await {
+            eprintln!(
+                "resmux dev: {}: {error:#}; it is served all the same, until the next build",
+                component.display()
+            );
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `resmux new --lang LANG NAME`: a plugin project that builds with its own
-//! `build.sh` and passes `resmux check` unchanged. It is the template of
-//! its language (`sdk/new/LANG/`, with `{{name}}` replaced in names and
-//! text), that language's SDK beside it, and the contract in `wit/`.
+//! `build.sh` and passes `resmux check` unchanged. It is what every project
+//! has (`sdk/new/common/`: the manifest) and the template of its language
+//! (`sdk/new/LANG/`), with `{{name}}` replaced in names and text, that
+//! language's SDK beside them, and the contract in `wit/`.
 
 use std::path::Path;
 
@@ -54,17 +55,17 @@ pub fn new_project(language: Language, name: &str, dir: &Path) -> Result<()> {
         );
     }
     let fill = |text: &str| text.replace("{{name}}", name);
+    embedded::write_tree("sdk/new/common/", dir, fill)?;
     let template = format!("sdk/new/{}/", language.template());
     embedded::write_tree(&template, dir, fill)?;
     let (sdk, sdk_dir) = language.sdk();
     embedded::write_tree(sdk, &dir.join(sdk_dir), str::to_owned)?;
     super::write_wit(&dir.join("wit"))?;
     make_executable(&dir.join("build.sh"))?;
+    let dir = dir.display();
     println!(
-        "wrote {}: build it with ./build.sh, check it with resmux check {name}.wasm, \
-         or serve it and rebuild on every save with resmux dev {}",
-        dir.display(),
-        dir.display()
+        "wrote {dir}: build it with {dir}/build.sh, check it with resmux check {dir}/{name}.wasm, \
+         or serve it and rebuild on every save with resmux dev {dir}"
     );
     Ok(())
 }

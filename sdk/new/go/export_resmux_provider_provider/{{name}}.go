@@ -16,8 +16,8 @@ import (
 
 var names = []string{"ada", "alan", "grace", "linus"}
 
-// greeting is what Init read from the config; every call runs in a fresh
-// instance that Init has just set up.
+// greeting is what Init read from the config: resmux calls Init on every
+// instance before any other call.
 var greeting string
 
 func About() types.PluginInfo {
