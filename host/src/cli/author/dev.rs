@@ -122,12 +122,9 @@ fn is_source(dir: &Path, path: &Path) -> bool {
 /// component the project folder holds.
 async fn build_and_check(dir: &Path, script: &Path, runtime: &Runtime) {
     eprintln!("resmux dev: building {}", dir.display());
-    match build(dir, script).await {
-        Ok(()) => {}
-        Err(error) => {
-            eprintln!("resmux dev: {error:#}; still serving the last build");
-            return;
-        }
+    if let Err(error) = build(dir, script).await {
+        eprintln!("resmux dev: {error:#}; still serving the last build");
+        return;
     }
     for component in components(dir) {
         eprintln!("resmux dev: checking {}", component.display());
