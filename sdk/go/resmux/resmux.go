@@ -186,10 +186,10 @@ func Blob(path, mimeType string, bytes []byte) types.Content {
 	return types.Content{Path: path, MimeType: witTypes.Some(mimeType), Body: types.MakeBodyBlob(bytes)}
 }
 
-// ReadResult is a read of one content item, without a cache hint (set Cache
-// on the result for one).
-func ReadResult(content types.Content) types.ReadResult {
-	return types.ReadResult{Contents: []types.Content{content}}
+// ReadResult is a read of one content item (or more: a directory's
+// entries), without a cache hint (set Cache on the result for one).
+func ReadResult(contents ...types.Content) types.ReadResult {
+	return types.ReadResult{Contents: contents}
 }
 
 // ResourcePage is a page of resources and the cursor of the next one (none
