@@ -1,6 +1,6 @@
 // `kv`: the keys of one key/value file (`key = value` per line, `#` for
 // comments), granted to the plugin as a single file. The C example, built
-// with clang for wasm32-wasi, the bindings resmux-plugin-build writes and
+// with clang for wasm32-wasi, the bindings `resmux bindings c` writes and
 // the C SDK (sdk/c/resmux.h).
 //
 // Each key is a resource `keys/KEY` whose text is its value; the template

@@ -1,6 +1,6 @@
 // Package export_resmux_provider_provider is `units`: unit conversions as
 // resources. The Go example, built with Go's wasip1 target, the bindings
-// resmux-plugin-build writes and the Go SDK (sdk/go/resmux).
+// `resmux bindings go` writes and the Go SDK (sdk/go/resmux).
 //
 // Each known unit is a resource `units/NAME` describing it; the template
 // `convert/{value}/{from}/{to}` converts a number between two units of one
