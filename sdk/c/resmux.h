@@ -124,13 +124,16 @@ static inline void resmux_plugin_info(resmux_plugin_info_t *info, const char *na
     plugin_string_dup(&info->description, description);
 }
 
+// Zeroes `answer` and gives its `list` `count` zeroed items; evaluates to
+// the first of them.
+#define RESMUX_START_LIST(answer, list, count)                                           \
+    (memset((answer), 0, sizeof *(answer)), (answer)->list.len = (count),               \
+     (answer)->list.ptr = calloc((count) ? (count) : 1, sizeof *(answer)->list.ptr))
+
 // Starts a page of `count` resources, returned for resmux_resource to fill;
 // set page->next_cursor and page->cache after it when there are any.
 static inline resmux_resource_t *resmux_resource_page(resmux_resource_page_t *page, size_t count) {
-    memset(page, 0, sizeof *page);
-    page->resources.len = count;
-    page->resources.ptr = calloc(count ? count : 1, sizeof *page->resources.ptr);
-    return page->resources.ptr;
+    return RESMUX_START_LIST(page, resources, count);
 }
 
 // A resource at `path`; `mime_type` may be NULL.
@@ -144,10 +147,7 @@ static inline void resmux_resource(resmux_resource_t *resource, const char *path
 
 // Starts a page of `count` templates, like resmux_resource_page.
 static inline resmux_template_t *resmux_template_page(resmux_template_page_t *page, size_t count) {
-    memset(page, 0, sizeof *page);
-    page->templates.len = count;
-    page->templates.ptr = calloc(count ? count : 1, sizeof *page->templates.ptr);
-    return page->templates.ptr;
+    return RESMUX_START_LIST(page, templates, count);
 }
 
 // A template such as `notes/{id}`; `mime_type` may be NULL.
@@ -162,10 +162,7 @@ static inline void resmux_template(resmux_template_t *template, const char *path
 // Starts a read of `count` contents (usually 1), returned for resmux_text or
 // resmux_blob to fill.
 static inline resmux_content_t *resmux_read_result(resmux_read_result_t *result, size_t count) {
-    memset(result, 0, sizeof *result);
-    result->contents.len = count;
-    result->contents.ptr = calloc(count ? count : 1, sizeof *result->contents.ptr);
-    return result->contents.ptr;
+    return RESMUX_START_LIST(result, contents, count);
 }
 
 static inline void resmux_text(resmux_content_t *content, const char *path, const char *mime_type,

@@ -162,16 +162,20 @@ pub fn resmux(args: &[&str]) -> std::process::Output {
         .expect("resmux runs")
 }
 
-fn serve_command(folder: &Path, args: &[&str]) -> Command {
+/// `resmux` with the tests' compile cache, logging at `info`, killed with
+/// the test.
+fn resmux_command() -> Command {
     let mut command = Command::new(resmux_bin());
     command
-        .arg("serve")
-        .arg("--plugins")
-        .arg(folder)
-        .args(args)
         .env("RESMUX_CACHE_DIR", cache_dir())
         .env("RUST_LOG", "info")
         .kill_on_drop(true);
+    command
+}
+
+fn serve_command(folder: &Path, args: &[&str]) -> Command {
+    let mut command = resmux_command();
+    command.arg("serve").arg("--plugins").arg(folder).args(args);
     command
 }
 
@@ -228,9 +232,10 @@ pub struct RawServer {
     child: Child,
     /// Drains stderr as it comes, so the server never blocks on a full pipe
     /// (unless started with [`RawServer::start_stalling_stderr`]).
-    stderr: tokio::task::JoinHandle<std::io::Result<String>>,
-    /// What the server wrote to stderr so far.
-    log: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// What the server wrote to stderr so far, as bytes (a read may end
+    /// inside a character).
+    log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
     /// The stderr pipe nobody reads, for a server whose log reader stalls.
     _stalled: Option<ChildStderr>,
     stdin: ChildStdin,
@@ -257,14 +262,8 @@ impl RawServer {
     /// Starts `resmux dev` on a plugin project, serving stdio, with extra
     /// variables in its environment.
     pub fn dev(project: &Path, env: &[(&str, &str)]) -> Result<Self> {
-        let mut command = Command::new(resmux_bin());
-        command
-            .arg("dev")
-            .arg(project)
-            .envs(env.iter().copied())
-            .env("RESMUX_CACHE_DIR", cache_dir())
-            .env("RUST_LOG", "info")
-            .kill_on_drop(true);
+        let mut command = resmux_command();
+        command.arg("dev").arg(project).envs(env.iter().copied());
         Self::spawn(command, true)
     }
 
@@ -284,7 +283,7 @@ impl RawServer {
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
         let mut pipe = child.stderr.take().expect("stderr is piped");
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let (stderr, stalled) = if drain {
             let log = log.clone();
             let drained = tokio::spawn(async move {
@@ -292,16 +291,14 @@ impl RawServer {
                 loop {
                     let read = pipe.read(&mut chunk).await?;
                     if read == 0 {
-                        return Ok(log.lock().unwrap().clone());
+                        return Ok(());
                     }
-                    log.lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&chunk[..read]));
+                    log.lock().unwrap().extend_from_slice(&chunk[..read]);
                 }
             });
             (drained, None)
         } else {
-            (tokio::spawn(async { Ok(String::new()) }), Some(pipe))
+            (tokio::spawn(async { Ok(()) }), Some(pipe))
         };
         Ok(Self {
             child,
@@ -465,7 +462,7 @@ impl RawServer {
     pub async fn wait_for_log(&self, needle: &str, count: usize, patience: Duration) -> String {
         let deadline = tokio::time::Instant::now() + patience;
         loop {
-            let log = self.log.lock().unwrap().clone();
+            let log = decoded(&self.log);
             if log.matches(needle).count() >= count {
                 return log;
             }
@@ -490,12 +487,18 @@ impl RawServer {
         if !rest.trim().is_empty() {
             bail!("stdout carried trailing output: {rest:?}");
         }
-        let stderr = self.stderr.await??;
+        self.stderr.await??;
+        let stderr = decoded(&self.log);
         if !status.success() {
             bail!("the server exited with {status}: {stderr}");
         }
         Ok(stderr)
     }
+}
+
+/// The text of a server's stderr so far.
+fn decoded(log: &std::sync::Mutex<Vec<u8>>) -> String {
+    String::from_utf8_lossy(&log.lock().unwrap()).into_owned()
 }
 
 /// A loopback address with a port free a moment ago, for a server a test

@@ -13,16 +13,19 @@ use std::time::{Duration, Instant};
 use resmux_tests::{Folder, RawServer, cache_dir, resmux, resmux_bin, workspace};
 use serde_json::json;
 
-/// What build scripts need: resmux itself, and the tools scripts/build
-/// installed (componentize-py and Go in target/plugin-tools).
-fn author_env(command: &mut Command) -> &mut Command {
+/// PATH with the tools scripts/build installed first (componentize-py and
+/// Go in target/plugin-tools).
+fn path_with_tools() -> std::ffi::OsString {
     let tools = workspace().join("target/plugin-tools/bin");
-    let path = std::env::join_paths(
-        std::iter::once(tools).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
+    let path = std::env::var_os("PATH").unwrap();
+    std::env::join_paths(std::iter::once(tools).chain(std::env::split_paths(&path))).unwrap()
+}
+
+/// What build scripts need: resmux itself, and the tools scripts/build
+/// installed.
+fn author_env(command: &mut Command) -> &mut Command {
     command
-        .env("PATH", path)
+        .env("PATH", path_with_tools())
         .env("RESMUX", resmux_bin())
         .env("RESMUX_CACHE_DIR", cache_dir())
         // Rust projects share one target folder, so the SDK's dependencies
@@ -310,9 +313,8 @@ fn new_refuses_a_bad_name_and_a_folder_in_use() {
 #[tokio::test]
 async fn dev_rebuilds_and_reloads_on_save() {
     let (_outside, project) = scaffold("c");
-    let tools = workspace().join("target/plugin-tools/bin");
-    let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap());
-    let mut server = RawServer::dev(&project, &[("PATH", &path)]).unwrap();
+    let path = path_with_tools();
+    let mut server = RawServer::dev(&project, &[("PATH", path.to_str().unwrap())]).unwrap();
     server.initialize("2025-11-25").await.unwrap();
     assert_eq!(server.read_text("hello://hello").await, "Hello, world!");
 

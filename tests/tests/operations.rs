@@ -89,15 +89,7 @@ impl Prometheus {
         let deadline = tokio::time::Instant::now() + SCRAPED_WITHIN;
         let mut last = String::new();
         while tokio::time::Instant::now() < deadline {
-            let output = Command::new("promtool")
-                .args([
-                    "query",
-                    "instant",
-                    &format!("http://{}", self.address),
-                    query,
-                ])
-                .output()
-                .expect("promtool runs");
+            let output = self.promtool_query(query);
             last = String::from_utf8_lossy(&output.stdout).into_owned()
                 + &String::from_utf8_lossy(&output.stderr);
             let values: Vec<f64> = last
@@ -112,9 +104,9 @@ impl Prometheus {
         panic!("{query} never became {expected} in Prometheus; last answer: {last}");
     }
 
-    /// Asserts that Prometheus evaluates `query` without an error.
-    fn query_ok(&self, query: &str) {
-        let output = Command::new("promtool")
+    /// `promtool query instant` of `query` against this Prometheus.
+    fn promtool_query(&self, query: &str) -> std::process::Output {
+        Command::new("promtool")
             .args([
                 "query",
                 "instant",
@@ -122,7 +114,12 @@ impl Prometheus {
                 query,
             ])
             .output()
-            .expect("promtool runs");
+            .expect("promtool runs")
+    }
+
+    /// Asserts that Prometheus evaluates `query` without an error.
+    fn query_ok(&self, query: &str) {
+        let output = self.promtool_query(query);
         assert!(
             output.status.success(),
             "{query}: {}",

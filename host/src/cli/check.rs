@@ -173,8 +173,7 @@ async fn read_sample(
 }
 
 /// Completes each argument of `template` with nothing typed, then with the
-/// first letter of the first value offered (or `a`). A plugin may decline
-/// an argument with `invalid-input`; any other error fails.
+/// first letter of the first value offered (or `a`).
 async fn complete_arguments(
     plugin: &WasmPlugin,
     scheme: &str,
@@ -184,43 +183,55 @@ async fn complete_arguments(
 ) {
     let path_template = &template.uri_template[scheme.len() + "://".len()..];
     for argument in uri::template_variables(path_template) {
-        let mut typed = String::new();
-        for attempt in 0..2 {
-            let what = format!(
-                "complete {} {argument} from {typed:?}",
-                template.uri_template
-            );
-            let request = CompletionRequest {
-                path_template: path_template.to_owned(),
-                argument: argument.to_owned(),
-                value: typed.clone(),
-                context: Vec::new(),
-            };
-            let values = match plugin.complete(request).await {
-                Ok(completion) => completion.values,
-                Err(ProviderError::InvalidInput(reason)) => {
-                    report.pass(format!("{what}: declined ({reason})"));
-                    break;
-                }
-                Err(error) => {
-                    report.problem(Problem::of(what, error));
-                    break;
-                }
-            };
-            let max = limits.max_string_bytes as usize;
-            match values.iter().find(|value| value.len() > max) {
-                Some(long) => report.problem(Problem::Broken(format!(
-                    "{what}: a value of {} bytes is over the {max}-byte limit of a string",
-                    long.len()
-                ))),
-                None => report.pass(format!("{what}: {}", shown(&values))),
-            }
-            if attempt == 0 {
-                let first = values.first().and_then(|value| value.chars().next());
-                typed = first.unwrap_or('a').to_string();
-            }
-        }
+        let request = |typed: &str| CompletionRequest {
+            path_template: path_template.to_owned(),
+            argument: argument.to_owned(),
+            value: typed.to_owned(),
+            context: Vec::new(),
+        };
+        let Some(offered) = complete_once(plugin, template, request(""), limits, report).await
+        else {
+            continue;
+        };
+        let first = offered.first().and_then(|value| value.chars().next());
+        let prefix = first.unwrap_or('a').to_string();
+        complete_once(plugin, template, request(&prefix), limits, report).await;
     }
+}
+
+/// One completion, reported; returns the values offered. A plugin may
+/// decline an argument with `invalid-input`; any other error fails.
+async fn complete_once(
+    plugin: &WasmPlugin,
+    template: &Template,
+    request: CompletionRequest,
+    limits: &AnswerLimits,
+    report: &mut Report,
+) -> Option<Vec<String>> {
+    let what = format!(
+        "complete {} {} from {:?}",
+        template.uri_template, request.argument, request.value
+    );
+    let values = match plugin.complete(request).await {
+        Ok(completion) => completion.values,
+        Err(ProviderError::InvalidInput(reason)) => {
+            report.pass(format!("{what}: declined ({reason})"));
+            return None;
+        }
+        Err(error) => {
+            report.problem(Problem::of(what, error));
+            return None;
+        }
+    };
+    let max = limits.max_string_bytes as usize;
+    match values.iter().find(|value| value.len() > max) {
+        Some(long) => report.problem(Problem::Broken(format!(
+            "{what}: a value of {} bytes is over the {max}-byte limit of a string",
+            long.len()
+        ))),
+        None => report.pass(format!("{what}: {}", shown(&values))),
+    }
+    Some(values)
 }
 
 /// Up to five values, quoted.

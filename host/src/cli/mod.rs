@@ -26,6 +26,13 @@ use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use resmux::telemetry::logs::LogFormat;
 use resmux::transport::{self, HttpOptions};
 
+/// Entries of one listing page, unless --page-size says otherwise.
+const DEFAULT_PAGE_SIZE: u32 = 100;
+/// HTTP connections open at once, unless --max-connections says otherwise.
+const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Listed resources `check` reads, unless --reads says otherwise.
+const DEFAULT_READS: usize = 100;
+
 /// resmux: an MCP server whose resources come from sandboxed WebAssembly plugins.
 ///
 /// Put NAME.wasm (and optionally NAME.toml) into a folder; each plugin serves
@@ -73,7 +80,7 @@ pub enum Command {
         #[arg(long, env = "RESMUX_TOKENS", requires = "http")]
         tokens: Option<PathBuf>,
         /// HTTP connections open at once; more are closed as they arrive.
-        #[arg(long, default_value_t = 512, requires = "http")]
+        #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, requires = "http")]
         max_connections: usize,
         /// Append one JSON line per read to this file.
         #[arg(long, env = "RESMUX_AUDIT_LOG")]
@@ -154,7 +161,7 @@ pub enum Command {
         manifest: Option<PathBuf>,
         /// The most listed resources to read; a longer listing is sampled
         /// evenly.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = DEFAULT_READS)]
         reads: usize,
         #[command(flatten)]
         cache: CacheArgs,
@@ -239,7 +246,7 @@ pub struct FolderArgs {
     #[arg(long, env = "RESMUX_PLUGINS")]
     plugins: PathBuf,
     /// The most entries one page of a listing holds.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     page_size: u32,
     #[command(flatten)]
     cache: CacheArgs,

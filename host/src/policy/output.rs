@@ -35,44 +35,61 @@ struct Budget {
     stream: &'static str,
     logged: AtomicUsize,
     dropped: AtomicUsize,
-    /// The last non-blank line logged, cut to [`MAX_LAST_WORDS`] bytes.
-    last_line: Mutex<Option<String>>,
+    /// The last non-blank line logged, cut to [`MAX_LAST_WORDS`] bytes;
+    /// kept for stderr only.
+    last_line: Option<Mutex<Option<String>>>,
 }
 
 impl PluginOutput {
     pub fn stdout(plugin: Arc<str>) -> Self {
-        Self::new(plugin, "stdout")
+        Self::new(plugin, "stdout", None)
     }
 
     pub fn stderr(plugin: Arc<str>) -> Self {
-        Self::new(plugin, "stderr")
+        Self::new(plugin, "stderr", Some(Mutex::new(None)))
     }
 
-    fn new(plugin: Arc<str>, stream: &'static str) -> Self {
+    fn new(
+        plugin: Arc<str>,
+        stream: &'static str,
+        last_line: Option<Mutex<Option<String>>>,
+    ) -> Self {
         Self {
             budget: Arc::new(Budget {
                 plugin,
                 stream,
                 logged: AtomicUsize::new(0),
                 dropped: AtomicUsize::new(0),
-                last_line: Mutex::new(None),
+                last_line,
             }),
         }
     }
-}
 
-impl PluginOutput {
-    /// The last non-blank line this stream logged, if any.
+    /// The last non-blank line this stream logged, if it keeps one.
     pub fn last_line(&self) -> Option<String> {
-        self.budget
-            .last_line
-            .lock()
+        let kept = self.budget.last_line.as_ref()?;
+        kept.lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
     }
 }
 
 impl Budget {
+    /// Keeps `line` as the last one, if this stream keeps one and the line
+    /// says something. Rust's panic hook ends with a hint about backtraces;
+    /// the panic message is the line before it.
+    fn remember(&self, line: &str) {
+        let Some(kept) = &self.last_line else {
+            return;
+        };
+        if line.trim().is_empty() || line.starts_with("note: run with `RUST_BACKTRACE=") {
+            return;
+        }
+        let end = line.floor_char_boundary(MAX_LAST_WORDS);
+        *kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Some(line[..end].to_owned());
+    }
+
     /// Takes up to `wanted` bytes from the budget; returns how many it got.
     fn take(&self, wanted: usize) -> usize {
         let mut granted = 0;
@@ -126,21 +143,7 @@ impl LineLogger {
     fn emit(&self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
         let text = text.trim_end_matches(['\r', '\n']);
-        // Rust's panic hook ends with a hint about backtraces; the panic
-        // message is the line before it.
-        let boilerplate = text.starts_with("note: run with `RUST_BACKTRACE=");
-        if !text.trim().is_empty() && !boilerplate {
-            let mut end = text.len().min(MAX_LAST_WORDS);
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            *self
-                .output
-                .budget
-                .last_line
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(text[..end].to_owned());
-        }
+        self.output.budget.remember(text);
         tracing::info!(
             target: "resmux::plugin",
             plugin = %self.output.budget.plugin,

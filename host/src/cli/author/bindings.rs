@@ -12,7 +12,7 @@ use wit_bindgen_core::Files;
 use wit_bindgen_core::wit_parser::{Resolve, WorldId};
 use wit_component::ComponentEncoder;
 
-use super::embedded;
+use super::{embedded, write_file};
 
 const WORLD: &str = "resmux:provider/plugin";
 
@@ -45,7 +45,7 @@ pub fn write_bindings(language: Language, out: &Path) -> Result<()> {
     };
     generator.generate(&mut resolve, world, &mut files)?;
     for (name, contents) in files.iter() {
-        write(&out.join(name), contents)?;
+        write_file(&out.join(name), contents)?;
     }
     if let Language::Go = language {
         // The bindings import go.bytecodealliance.org/pkg, which no proxy
@@ -57,7 +57,7 @@ pub fn write_bindings(language: Language, out: &Path) -> Result<()> {
         let mut module = std::fs::read_to_string(&go_mod)
             .with_context(|| format!("cannot read {}", go_mod.display()))?;
         module.push_str("\nreplace go.bytecodealliance.org/pkg => ./wit-runtime\n");
-        write(&go_mod, module.as_bytes())?;
+        write_file(&go_mod, module.as_bytes())?;
     }
     Ok(())
 }
@@ -87,7 +87,7 @@ pub fn componentize(module: &Path, out: &Path) -> Result<()> {
         .validate(true)
         .encode()
         .with_context(|| format!("{} cannot become a component", module.display()))?;
-    write(out, &component)
+    write_file(out, &component)
 }
 
 /// Whether a module has a `component-type` custom section, as C bindings
@@ -97,12 +97,4 @@ fn carries_component_type(module: &[u8]) -> bool {
         matches!(payload, Ok(wasmparser::Payload::CustomSection(section))
             if section.name().starts_with("component-type"))
     })
-}
-
-fn write(path: &Path, contents: &[u8]) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(path, contents).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -14,7 +14,10 @@ use anyhow::{Context, Result, bail};
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::cli::{CacheArgs, FolderArgs, RulesArgs, ServeOptions, check, serve};
+use crate::cli::{
+    CacheArgs, DEFAULT_MAX_CONNECTIONS, DEFAULT_PAGE_SIZE, DEFAULT_READS, FolderArgs, RulesArgs,
+    ServeOptions, check, serve,
+};
 use resmux::runtime::Runtime;
 use resmux::transport::HttpOptions;
 
@@ -80,7 +83,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
 
     let folder = FolderArgs {
         plugins: dir,
-        page_size: 100,
+        page_size: DEFAULT_PAGE_SIZE,
         cache,
         rules: RulesArgs {
             policy: None,
@@ -92,7 +95,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
         access: None,
-        max_connections: 512,
+        max_connections: DEFAULT_MAX_CONNECTIONS,
     });
     let options = ServeOptions {
         tool_bridge: true,
@@ -129,7 +132,7 @@ async fn build_and_check(dir: &Path, script: &Path, runtime: &Runtime) {
     for component in components(dir) {
         eprintln!("resmux dev: checking {}", component.display());
         let stderr = Box::new(std::io::stderr());
-        if let Err(error) = check::check(&component, None, runtime, 100, stderr).await {
+        if let Err(error) = check::check(&component, None, runtime, DEFAULT_READS, stderr).await {
             eprintln!(
                 "resmux dev: {}: {error:#}; it is served all the same, until the next build",
                 component.display()

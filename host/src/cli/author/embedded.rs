@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 include!(concat!(env!("OUT_DIR"), "/authoring.rs"));
 
@@ -31,21 +31,11 @@ pub fn tree(prefix: &str) -> impl Iterator<Item = (&'static str, &'static [u8])>
 pub fn write_tree(prefix: &str, dir: &Path, rewrite: impl Fn(&str) -> String) -> Result<()> {
     let mut written = 0;
     for (name, bytes) in tree(prefix) {
-        let path = dir.join(rewrite(name));
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
         let contents = match std::str::from_utf8(bytes) {
             Ok(text) => rewrite(text).into_bytes(),
             Err(_) => bytes.to_vec(),
         };
-        // An unchanged file keeps its time stamp, so that builds and
-        // watchers that track it have nothing to redo.
-        if std::fs::read(&path).ok().as_deref() != Some(contents.as_slice()) {
-            std::fs::write(&path, contents)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
+        super::write_file(&dir.join(rewrite(name)), &contents)?;
         written += 1;
     }
     anyhow::ensure!(written > 0, "nothing is embedded under {prefix}");

@@ -22,17 +22,6 @@ pub enum Language {
 }
 
 impl Language {
-    /// The template's folder under `sdk/new/`.
-    fn template(self) -> &'static str {
-        match self {
-            Self::Rust => "rust",
-            Self::Python => "python",
-            Self::Js => "js",
-            Self::C => "c",
-            Self::Go => "go",
-        }
-    }
-
     /// Where the SDK is embedded, and where it goes in the project.
     fn sdk(self) -> (&'static str, &'static str) {
         match self {
@@ -56,7 +45,11 @@ pub fn new_project(language: Language, name: &str, dir: &Path) -> Result<()> {
     }
     let fill = |text: &str| text.replace("{{name}}", name);
     embedded::write_tree("sdk/new/common/", dir, fill)?;
-    let template = format!("sdk/new/{}/", language.template());
+    // Each template's folder is named as its --lang value.
+    let lang = language
+        .to_possible_value()
+        .expect("no language is skipped");
+    let template = format!("sdk/new/{}/", lang.get_name());
     embedded::write_tree(&template, dir, fill)?;
     let (sdk, sdk_dir) = language.sdk();
     embedded::write_tree(sdk, &dir.join(sdk_dir), str::to_owned)?;
