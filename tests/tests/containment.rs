@@ -254,6 +254,60 @@ async fn a_call_that_spins_or_traps_fails_and_the_plugin_keeps_serving() {
 }
 
 #[tokio::test]
+async fn an_instance_serves_again_only_after_a_call_that_answered() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ntimeout_ms = 300\n")
+        .plugin("notes", "notes");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    // One read at a time: each is served by the instance the one before
+    // left idle, and an answered error leaves it idle too.
+    assert_eq!(
+        server.read_text("liar://count").await,
+        "read 1 of this instance"
+    );
+    assert_eq!(
+        server.read_text("liar://count").await,
+        "read 2 of this instance"
+    );
+    let missing = server.read("liar://nothing-here").await.unwrap();
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    assert_eq!(
+        server.read_text("liar://count").await,
+        "read 4 of this instance"
+    );
+
+    // The instance that trapped is gone with what it did to itself.
+    let poison = server.read("liar://poison").await.unwrap();
+    assert_eq!(poison["error"]["code"], -32603, "{poison}");
+    let message = error_message(&poison);
+    assert!(
+        message.contains("plugin liar trapped in read")
+            && message.contains("the liar poisons its instance"),
+        "{message}"
+    );
+    assert_eq!(
+        server.read_text("liar://count").await,
+        "read 1 of this instance"
+    );
+
+    // So is one whose call was cut off at its time limit.
+    let spin = server.read("liar://spin").await.unwrap();
+    let message = error_message(&spin);
+    assert!(
+        message.contains("plugin liar exceeded its time limit of 300 ms in read"),
+        "{message}"
+    );
+    assert_eq!(
+        server.read_text("liar://count").await,
+        "read 1 of this instance"
+    );
+    assert!(!server.read_text("notes://notes/welcome").await.is_empty());
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn memory_and_stack_limits_stop_a_call_and_are_named() {
     let folder = Folder::new();
     folder

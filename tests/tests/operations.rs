@@ -257,8 +257,13 @@ async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
             prometheus.query_ok(&query);
         }
     }
+    // Instances left idle after the reads are dropped once unused for a
+    // while.
     prometheus
         .expect("resmux_plugin_instances{plugin=\"notes\"}", 0.0)
+        .await;
+    prometheus
+        .expect("resmux_plugin_idle_instances{plugin=\"notes\"}", 0.0)
         .await;
     prometheus
         .expect(

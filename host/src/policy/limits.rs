@@ -208,6 +208,7 @@ impl Limits {
             memory_bytes: self.memory_bytes(),
             memory_in_use: 0,
             table_elements: usize::try_from(self.table_elements).unwrap_or(usize::MAX),
+            cpu_ticks_budget: self.cpu_ms.div_ceil(tick_ms),
             cpu_ticks_left: self.cpu_ms.div_ceil(tick_ms),
             cpu_ticks_used: 0,
             exceeded: None,
@@ -217,13 +218,16 @@ impl Limits {
 
 /// Refuses memory and table growth past the limits, counts the ticks a call
 /// spends in the plugin's code, and remembers which limit stopped a call so
-/// its error can name it.
+/// its error can name it. Memory and tables are the instance's; the CPU
+/// budget is each call's, renewed by [`StoreLimiter::end_call`].
 #[derive(Debug)]
 pub struct StoreLimiter {
     memory_bytes: usize,
     /// Bytes of all the instance's linear memories together.
     memory_in_use: usize,
     table_elements: usize,
+    /// The ticks each call may spend.
+    cpu_ticks_budget: u64,
     cpu_ticks_left: u64,
     cpu_ticks_used: u64,
     exceeded: Option<Exceeded>,
@@ -252,6 +256,16 @@ impl StoreLimiter {
     /// memory never shrinks.
     pub fn memory_in_use(&self) -> usize {
         self.memory_in_use
+    }
+
+    /// Ends a call that answered: returns the CPU time it was charged and
+    /// gives the next call on the instance a whole budget.
+    pub fn end_call(&mut self) -> Duration {
+        let used = self.cpu_used();
+        self.cpu_ticks_left = self.cpu_ticks_budget;
+        self.cpu_ticks_used = 0;
+        self.exceeded = None;
+        used
     }
 
     /// Counts one tick of the plugin's code running; false once the CPU

@@ -1,11 +1,11 @@
 //! What a plugin prints: its stdout and stderr become log lines tagged with the
 //! plugin's name, never bytes on the host's own streams. Each of the two
-//! streams logs at most [`MAX_LOGGED`] bytes per instance, whatever number of
+//! streams logs at most [`MAX_LOGGED`] bytes per call, whatever number of
 //! stream handles the plugin asks for, so a plugin cannot flood the log; the
-//! rest is counted, dropped and reported once when the instance ends.
-//! The last line an instance wrote to stderr is kept (cut to
-//! [`MAX_LAST_WORDS`] bytes), so that a fault can name what the plugin said
-//! as it failed: an uncaught exception, a panic message.
+//! rest is counted, dropped and reported once when the call ends.
+//! The last line a call wrote to stderr is kept (cut to [`MAX_LAST_WORDS`]
+//! bytes), so that a fault can name what the plugin said as it failed: an
+//! uncaught exception, a panic message.
 
 use std::io;
 use std::pin::Pin;
@@ -18,7 +18,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
 /// The longest line logged as one event; longer output is split.
 const MAX_LINE: usize = 4096;
-/// Bytes of one stream of one instance that reach the log.
+/// Bytes of one stream of one call that reach the log.
 pub const MAX_LOGGED: usize = 64 * 1024;
 /// Bytes of the last stderr line kept for a fault's message.
 pub const MAX_LAST_WORDS: usize = 300;
@@ -29,7 +29,8 @@ pub struct PluginOutput {
     budget: Arc<Budget>,
 }
 
-/// What one stream of one instance may still log, and what it dropped.
+/// What one stream may still log in the call under way, and what it
+/// dropped.
 struct Budget {
     plugin: Arc<str>,
     stream: &'static str,
@@ -72,6 +73,17 @@ impl PluginOutput {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
     }
+
+    /// Ends a call that answered: reports what it dropped and gives the next
+    /// call on the instance a whole budget and no last line.
+    pub fn end_call(&self) {
+        self.budget
+            .report_dropped(self.budget.dropped.swap(0, Ordering::Relaxed));
+        self.budget.logged.store(0, Ordering::Relaxed);
+        if let Some(kept) = &self.budget.last_line {
+            *kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+        }
+    }
 }
 
 impl Budget {
@@ -102,11 +114,8 @@ impl Budget {
         self.dropped.fetch_add(wanted - granted, Ordering::Relaxed);
         granted
     }
-}
 
-impl Drop for Budget {
-    fn drop(&mut self) {
-        let dropped = *self.dropped.get_mut();
+    fn report_dropped(&self, dropped: usize) {
         if dropped > 0 {
             tracing::warn!(
                 target: "resmux::plugin",
@@ -115,6 +124,15 @@ impl Drop for Budget {
                 "dropped {dropped} bytes of output past the {MAX_LOGGED}-byte limit of one call"
             );
         }
+    }
+}
+
+/// The instance ended in a call (a fault, a cancelled call): that call's
+/// drops are reported now.
+impl Drop for Budget {
+    fn drop(&mut self) {
+        let dropped = *self.dropped.get_mut();
+        self.report_dropped(dropped);
     }
 }
 

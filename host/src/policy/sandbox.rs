@@ -24,6 +24,7 @@ pub struct Sandbox {
     table: ResourceTable,
     names: GrantedNames,
     limiter: StoreLimiter,
+    stdout: PluginOutput,
     stderr: PluginOutput,
 }
 
@@ -35,6 +36,7 @@ pub struct SandboxBuilder {
     table: ResourceTable,
     pub names: GrantedNames,
     limiter: StoreLimiter,
+    stdout: PluginOutput,
     stderr: PluginOutput,
 }
 
@@ -43,6 +45,7 @@ impl SandboxBuilder {
     /// it prints goes to the log.
     pub fn new(plugin: Arc<str>, limits: &Limits) -> Self {
         let mut wasi = WasiCtxBuilder::new();
+        let stdout = PluginOutput::stdout(plugin.clone());
         let stderr = PluginOutput::stderr(plugin.clone());
         // File operations run on the calling thread instead of tokio's
         // blocking pool: a 1 KiB read through the files plugin drops from
@@ -51,7 +54,7 @@ impl SandboxBuilder {
         // `runtime::plugin`), so an operation that blocks holds only that
         // thread.
         wasi.allow_blocking_current_thread(true)
-            .stdout(PluginOutput::stdout(plugin.clone()))
+            .stdout(stdout.clone())
             .stderr(stderr.clone());
         let mut table = ResourceTable::new();
         table.set_max_capacity(limits.max_handles as usize);
@@ -62,6 +65,7 @@ impl SandboxBuilder {
             table,
             names: GrantedNames::default(),
             limiter: limits.limiter(),
+            stdout,
             stderr,
         }
     }
@@ -74,6 +78,7 @@ impl SandboxBuilder {
             table: self.table,
             names: self.names,
             limiter: self.limiter,
+            stdout: self.stdout,
             stderr: self.stderr,
         }
     }
@@ -90,9 +95,24 @@ impl Sandbox {
         &self.limiter
     }
 
-    /// The last line the instance wrote to stderr, to name in a fault.
+    /// The last line the call wrote to stderr, to name in a fault.
     pub fn last_stderr_line(&self) -> Option<String> {
         self.stderr.last_line()
+    }
+
+    /// Ends a call that answered, so the next call on the instance starts
+    /// with whole CPU and output budgets; returns the CPU time it was
+    /// charged.
+    pub fn end_call(&mut self) -> std::time::Duration {
+        self.stdout.end_call();
+        self.stderr.end_call();
+        self.limiter.end_call()
+    }
+
+    /// How many host resources (descriptors, streams, HTTP fields) the
+    /// instance holds now.
+    pub fn held_resources(&mut self) -> usize {
+        self.table.iter_mut().count()
     }
 }
 

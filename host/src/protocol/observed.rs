@@ -91,7 +91,9 @@ impl Observed {
         let client = client_name(&context.extensions);
         let span = self.span(method, uri, &context);
         let started = Instant::now();
-        let result = answer(context).instrument(span.clone()).await;
+        // Boxed: rmcp runs each request as a task of its own, and tokio
+        // copies a task's future as it moves it; a box keeps that copy small.
+        let result = Box::pin(answer(context).instrument(span.clone())).await;
         let error_type = result.as_ref().err().map(|error| error.code.0.to_string());
         if let Some(code) = &error_type {
             span.record("error.type", code.as_str());

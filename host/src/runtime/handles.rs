@@ -46,6 +46,11 @@ impl HandleBudget {
         self.total
     }
 
+    /// The descriptors no instance holds now.
+    pub fn free(&self) -> u32 {
+        u32::try_from(self.available.available_permits()).unwrap_or(u32::MAX)
+    }
+
     /// Reserves `count` descriptors for one instance, waiting until they are
     /// free; `None` if the instance could never fit.
     pub async fn reserve(&self, count: u32) -> Option<OwnedSemaphorePermit> {

@@ -1,16 +1,19 @@
 //! What the runtime reports about each plugin to the metrics: its calls by
 //! operation and outcome, their latency, faults by kind, quarantines, the
-//! CPU time and peak memory of its instances, bytes read, instances alive,
-//! and, at each scrape, whether it is quarantined now.
+//! CPU time and peak memory of its instances, bytes read, instances alive
+//! and idle, and, at each scrape, whether it is quarantined now.
 
 use std::fmt;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
 use wasmtime::Store;
 
 use super::health::Health;
@@ -95,9 +98,48 @@ impl Ended {
     }
 }
 
-/// One plugin's figures.
+/// The operations a plugin is called for, in the order of
+/// [`Meter::answered`].
+const OPERATIONS: [&str; 7] = [
+    "about",
+    "init",
+    "list",
+    "templates",
+    "read",
+    "complete",
+    "changes",
+];
+
+/// One plugin's figures. It holds the handles of the plugin's series, so a
+/// call clones no label: those of its instances from the start, those of
+/// the calls that answered (by far the most) per operation from the first
+/// such call.
 pub struct Meter {
     plugin: Plugin,
+    instance: InstanceFigures,
+    read_bytes: Counter,
+    idle: Gauge,
+    answered: [OnceLock<(Counter, Histogram)>; OPERATIONS.len()],
+}
+
+/// The series every instance of a plugin adds to.
+#[derive(Clone)]
+struct InstanceFigures {
+    alive: Gauge,
+    cpu: Counter<f64>,
+    peak_memory: Gauge,
+}
+
+impl InstanceFigures {
+    fn add(&self, cpu: Duration, memory: usize) {
+        if !cpu.is_zero() {
+            self.cpu.inc_by(cpu.as_secs_f64());
+        }
+        let memory = i64::try_from(memory).unwrap_or(i64::MAX);
+        self.peak_memory
+            .inner()
+            .fetch_max(memory, Ordering::Relaxed);
+    }
 }
 
 impl Meter {
@@ -105,15 +147,47 @@ impl Meter {
     /// lives.
     pub fn new(name: &str, health: &Arc<Health>) -> Self {
         QUARANTINED.watch(name, health);
+        let plugin = Plugin {
+            plugin: name.to_owned(),
+        };
+        let metrics = metrics();
         Self {
-            plugin: Plugin {
-                plugin: name.to_owned(),
+            instance: InstanceFigures {
+                alive: metrics.plugin_instances.get_or_create(&plugin).clone(),
+                cpu: metrics.plugin_cpu.get_or_create(&plugin).clone(),
+                peak_memory: metrics.plugin_peak_memory.get_or_create(&plugin).clone(),
             },
+            read_bytes: metrics.plugin_read_bytes.get_or_create(&plugin).clone(),
+            idle: metrics.plugin_idle_instances.get_or_create(&plugin).clone(),
+            answered: Default::default(),
+            plugin,
         }
     }
 
     /// Counts one call of `operation`.
     pub fn call(&self, operation: &'static str, ended: Ended, took: Duration) {
+        if ended == Ended::Answered
+            && let Some(index) = OPERATIONS.iter().position(|known| *known == operation)
+        {
+            let (calls, duration) = self.answered[index].get_or_init(|| {
+                let metrics = metrics();
+                let calls = metrics.plugin_calls.get_or_create(&PluginCall {
+                    plugin: self.plugin.plugin.clone(),
+                    operation,
+                    outcome: ended.outcome(),
+                });
+                let duration = metrics
+                    .plugin_call_duration
+                    .get_or_create(&PluginOperation {
+                        plugin: self.plugin.plugin.clone(),
+                        operation,
+                    });
+                (calls.clone(), duration.clone())
+            });
+            calls.inc();
+            duration.observe(took.as_secs_f64());
+            return;
+        }
         let metrics = metrics();
         if let Ended::Faulted(kind) = ended {
             metrics
@@ -157,41 +231,49 @@ impl Meter {
 
     /// Counts the bytes a read returned.
     pub fn read(&self, bytes: u64) {
-        metrics()
-            .plugin_read_bytes
-            .get_or_create(&self.plugin)
-            .inc_by(bytes);
+        self.read_bytes.inc_by(bytes);
     }
 
-    /// A store counted among the plugin's instances until dropped, when its
-    /// CPU time and memory are added to the plugin's figures.
-    pub fn store(&self, store: Store<Sandbox>) -> MeteredStore<'_> {
-        metrics().plugin_instances.get_or_create(&self.plugin).inc();
-        MeteredStore { store, meter: self }
+    /// The gauge of the plugin's idle instances.
+    pub fn idle(&self) -> Gauge {
+        self.idle.clone()
     }
-}
 
-/// A store whose figures reach the metrics when it is dropped, however its
-/// call ended.
-pub struct MeteredStore<'a> {
-    pub store: Store<Sandbox>,
-    meter: &'a Meter,
-}
-
-impl Drop for MeteredStore<'_> {
-    fn drop(&mut self) {
-        let metrics = metrics();
-        let plugin = &self.meter.plugin;
-        let limiter = self.store.data().limits_reached();
-        let cpu = limiter.cpu_used();
-        if !cpu.is_zero() {
-            metrics
-                .plugin_cpu
-                .get_or_create(plugin)
-                .inc_by(cpu.as_secs_f64());
+    /// A store counted among the plugin's instances until dropped. The CPU
+    /// time and memory of each call on it are added to the plugin's figures
+    /// when the call ends, or when the store is dropped in the middle of one.
+    pub fn store(&self, store: Store<Sandbox>) -> MeteredStore {
+        self.instance.alive.inc();
+        MeteredStore {
+            store,
+            figures: self.instance.clone(),
         }
-        metrics.raise_peak_memory(plugin, limiter.memory_in_use() as u64);
-        metrics.plugin_instances.get_or_create(plugin).dec();
+    }
+}
+
+/// A store whose figures reach the metrics at the end of each call on it and
+/// when it is dropped, however its last call ended.
+pub struct MeteredStore {
+    pub store: Store<Sandbox>,
+    figures: InstanceFigures,
+}
+
+impl MeteredStore {
+    /// Ends a call that answered: adds its figures and renews the budgets
+    /// for the next call on the instance.
+    pub fn end_call(&mut self) {
+        let cpu = self.store.data_mut().end_call();
+        let memory = self.store.data().limits_reached().memory_in_use();
+        self.figures.add(cpu, memory);
+    }
+}
+
+impl Drop for MeteredStore {
+    fn drop(&mut self) {
+        let limiter = self.store.data().limits_reached();
+        self.figures
+            .add(limiter.cpu_used(), limiter.memory_in_use());
+        self.figures.alive.dec();
     }
 }
 

@@ -10,6 +10,7 @@ mod bindings;
 mod cache;
 mod handles;
 mod health;
+mod instance;
 mod meter;
 mod plugin;
 

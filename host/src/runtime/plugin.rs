@@ -1,13 +1,14 @@
 //! One loaded plugin and the path of every call into it: a slot among the
 //! plugin's concurrent calls and its share of the host's descriptor budget,
-//! a fresh store and instance under its policy (its resource table capped at
-//! `max_handles`) with its instance from the engine's pool, `init` with the
-//! operator's config, the call itself, all within the time limit. A store is
-//! never reused (its pooled slot is, reset to the component's initial
-//! image), so a trap or a cancelled call leaves nothing behind. Faults are
-//! counted ([`super::health`]), and a plugin (or one of its paths) that
-//! keeps faulting is quarantined. Every call is a `plugin.call` span and is
-//! counted in the metrics ([`super::meter`]).
+//! an instance (an idle one of the plugin's, or a fresh store and instance
+//! under its policy, its resource table capped at `max_handles`, drawn from
+//! the engine's pool), `init` with the operator's config once per instance,
+//! the call itself, all within the time limit. An instance whose call
+//! answered may be kept for the next ([`super::instance`]); one that trapped,
+//! ran into a limit or was cancelled is dropped, so it leaves nothing behind.
+//! Faults are counted ([`super::health`]), and a plugin (or one of its paths)
+//! that keeps faulting is quarantined. Every call is a `plugin.call` span and
+//! is counted in the metrics ([`super::meter`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +22,8 @@ use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 use super::bindings::{Guest, PluginInfo, PluginPre};
 use super::handles::HandleBudget;
 use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
-use super::meter::{Ended, FaultKind, Meter, MeteredStore};
+use super::instance::{Idle, Instance};
+use super::meter::{Ended, FaultKind, Meter};
 use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
     ResourceEntry, TemplateEntry,
@@ -46,6 +48,7 @@ struct Shared {
     config: Vec<(String, String)>,
     call_slots: Arc<Semaphore>,
     handles: HandleBudget,
+    idle: Arc<Idle>,
     health: Arc<Health>,
     meter: Meter,
     /// Whether a call may block its thread in a file operation (the plugin
@@ -73,9 +76,9 @@ impl From<ProviderError> for Failed {
     }
 }
 
-/// What a call needs held until its instance is gone: its call slot and its
-/// share of the descriptor budget.
-type Held = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+/// What a call holds: its call slot, the idle instance it reuses if any, and
+/// its share of the descriptor budget (beyond what that instance holds).
+type Held = (OwnedSemaphorePermit, Option<Instance>, OwnedSemaphorePermit);
 
 impl WasmPlugin {
     pub(super) fn new(
@@ -90,6 +93,10 @@ impl WasmPlugin {
         let may_block = policy.may_block();
         let health = Arc::new(Health::default());
         let meter = Meter::new(&name, &health);
+        let idle = Arc::new(Idle::new(
+            policy.limits.concurrent_calls as usize,
+            meter.idle(),
+        ));
         Self {
             shared: Arc::new(Shared {
                 name,
@@ -99,6 +106,7 @@ impl WasmPlugin {
                 config,
                 call_slots,
                 handles,
+                idle,
                 health,
                 meter,
                 may_block,
@@ -123,7 +131,8 @@ impl WasmPlugin {
         self.run("init", true, None, async |_, _| Ok(Ok(()))).await
     }
 
-    /// Runs one call on a fresh instance, `init` first when `init` is set:
+    /// Runs one call on an instance, `init` first on a fresh one when `init`
+    /// is set (a call without `init` gets a fresh instance, not kept):
     /// refused at once while the plugin (or, for a call about one `path`,
     /// that path) is quarantined, queued while all its call slots are taken
     /// or the host's descriptor budget is spent, and bounded by its time
@@ -223,7 +232,7 @@ impl Shared {
         }
         let timeout = self.policy.limits.timeout();
         let started = Instant::now();
-        let held = match tokio::time::timeout(timeout, self.hold()).await {
+        let (slot, reused, handles) = match tokio::time::timeout(timeout, self.hold(init)).await {
             Ok(held) => held.map_err(Failed::Busy)?,
             Err(_) => {
                 return Err(Failed::Busy(ProviderError::Unavailable(format!(
@@ -235,58 +244,74 @@ impl Shared {
             }
         };
         let left = timeout.saturating_sub(started.elapsed());
-        if self.may_block {
+        let (outcome, answered_on) = if self.may_block {
             let runner = self.clone();
             let runtime = tokio::runtime::Handle::current();
             let span = tracing::Span::current();
             let thread = tokio::task::spawn_blocking(move || {
-                let _held = held;
+                // The slot stays taken until the thread is done, even after
+                // the caller gave up on it.
+                let _slot = slot;
                 runtime.block_on(
                     async {
-                        tokio::time::timeout(left, runner.call_fresh(operation, init, call)).await
+                        let call = runner.call(reused, handles, operation, init, call);
+                        tokio::time::timeout(left, call).await
                     }
                     .instrument(span),
                 )
             });
             match tokio::time::timeout(left + THREAD_GRACE, thread).await {
-                Ok(Ok(Ok(outcome))) => outcome,
-                Ok(Ok(Err(_))) | Err(_) => Err(self.timed_out(operation)),
-                Ok(Err(failure)) => Err(Failed::Faulted(
-                    FaultKind::Host,
-                    format!(
-                        "plugin {} failed in {operation}: its thread ended: {failure}",
-                        self.name
-                    ),
-                )),
+                Ok(Ok(Ok(ended))) => ended,
+                Ok(Ok(Err(_))) | Err(_) => (Err(self.timed_out(operation)), None),
+                Ok(Err(failure)) => (
+                    Err(Failed::Faulted(
+                        FaultKind::Host,
+                        format!(
+                            "plugin {} failed in {operation}: its thread ended: {failure}",
+                            self.name
+                        ),
+                    )),
+                    None,
+                ),
             }
         } else {
-            let _held = held;
+            let _slot = slot;
             // Boxed: the call's future (a store, an instance, wasmtime's own
             // futures) is large, and tokio would copy it with every request
             // task it is part of.
-            tokio::time::timeout(left, Box::pin(self.call_fresh(operation, init, call)))
+            let call = Box::pin(self.call(reused, handles, operation, init, call));
+            tokio::time::timeout(left, call)
                 .await
-                .unwrap_or_else(|_| Err(self.timed_out(operation)))
+                .unwrap_or_else(|_| (Err(self.timed_out(operation)), None))
+        };
+        if let Some(instance) = answered_on {
+            self.idle.keep(instance, &self.handles);
         }
+        outcome
     }
 
-    /// Takes a call slot and the instance's share of the descriptor budget.
-    async fn hold(&self) -> Result<Held, ProviderError> {
+    /// Takes a call slot, an idle instance when the call runs `init` and one
+    /// is kept, and the rest of the instance's share of the descriptor
+    /// budget.
+    async fn hold(&self, init: bool) -> Result<Held, ProviderError> {
         let slot = self
             .call_slots
             .clone()
             .acquire_owned()
             .await
             .expect("the call semaphore is never closed");
+        let reused = if init { self.idle.take() } else { None };
         let max_handles = self.policy.limits.max_handles;
-        let handles = self.handles.reserve(max_handles).await.ok_or_else(|| {
+        let already = reused.as_ref().map_or(0, Instance::held_handles);
+        let more = max_handles.saturating_sub(u32::try_from(already).unwrap_or(u32::MAX));
+        let handles = self.handles.reserve(more).await.ok_or_else(|| {
             ProviderError::Unavailable(format!(
                 "plugin {}: its max_handles of {max_handles} exceeds the host's descriptor budget of {}",
                 self.name,
                 self.handles.total()
             ))
         })?;
-        Ok((slot, handles))
+        Ok((slot, reused, handles))
     }
 
     fn timed_out(&self, operation: &str) -> Failed {
@@ -319,28 +344,63 @@ impl Shared {
         Ok(store)
     }
 
-    async fn call_fresh<T>(
+    /// Runs the call on `reused`, or on a fresh instance holding `handles`;
+    /// returns the instance too if the call answered, so it may be kept.
+    async fn call<T>(
         &self,
+        reused: Option<Instance>,
+        handles: OwnedSemaphorePermit,
+        operation: &'static str,
+        init: bool,
+        call: impl AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T>,
+    ) -> (Result<T, Failed>, Option<Instance>) {
+        let mut instance = match reused {
+            Some(mut instance) => {
+                instance.begin_call(handles);
+                instance
+            }
+            None => match self.instantiate(operation, handles).await {
+                Ok(instance) => instance,
+                Err(failed) => return (Err(failed), None),
+            },
+        };
+        let outcome = self.call_on(&mut instance, operation, init, call).await;
+        let answered = matches!(outcome, Ok(_) | Err(Failed::Answered(_)));
+        (outcome, answered.then_some(instance))
+    }
+
+    /// A fresh instance from the pool, in a new store.
+    async fn instantiate(
+        &self,
+        operation: &'static str,
+        handles: OwnedSemaphorePermit,
+    ) -> Result<Instance, Failed> {
+        let mut metered = self.meter.store(self.new_store()?);
+        match self.pre.instantiate_async(&mut metered.store).await {
+            Ok(exports) => Ok(Instance::new(metered, exports, handles)),
+            Err(error) if error.is::<PoolConcurrencyLimitError>() => {
+                Err(Failed::Answered(ProviderError::Unavailable(format!(
+                    "plugin {} cannot start an instance for {operation}: {error}",
+                    self.name
+                ))))
+            }
+            Err(error) => Err(self.fault(operation, &metered.store, error)),
+        }
+    }
+
+    /// `init` if the call asks for it and the instance has not run it, then
+    /// the call.
+    async fn call_on<T>(
+        &self,
+        instance: &mut Instance,
         operation: &'static str,
         init: bool,
         call: impl AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T>,
     ) -> Result<T, Failed> {
-        let mut metered = self.meter.store(self.new_store()?);
-        let store = &mut metered.store;
-        let plugin = match self.pre.instantiate_async(&mut *store).await {
-            Ok(plugin) => plugin,
-            Err(error) if error.is::<PoolConcurrencyLimitError>() => {
-                return Err(Failed::Answered(ProviderError::Unavailable(format!(
-                    "plugin {} cannot start an instance for {operation}: {error}",
-                    self.name
-                ))));
-            }
-            Err(error) => return Err(self.fault(operation, &metered, error)),
-        };
-        let guest = plugin.resmux_provider_provider();
-        if init {
+        if init && !instance.initialised {
+            let (store, guest) = instance.parts();
             match guest.call_init(&mut *store, &self.config).await {
-                Err(error) => return Err(self.fault("init", &metered, error)),
+                Err(error) => return Err(self.fault("init", store, error)),
                 Ok(Err(error)) => {
                     return Err(Failed::Answered(ProviderError::Unavailable(format!(
                         "plugin {} failed to start: {}",
@@ -348,23 +408,24 @@ impl Shared {
                         ProviderError::from(error)
                     ))));
                 }
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => instance.initialised = true,
             }
         }
+        let (store, guest) = instance.parts();
         match call(&mut *store, guest).await {
             Ok(answer) => answer.map_err(|error| Failed::Answered(error.into())),
-            Err(error) => Err(self.fault(operation, &metered, error)),
+            Err(error) => Err(self.fault(operation, store, error)),
         }
     }
 
     /// Describes a failed call, naming the limit it ran into if it ran into one.
-    fn fault(&self, operation: &str, metered: &MeteredStore<'_>, error: wasmtime::Error) -> Failed {
+    fn fault(&self, operation: &str, store: &Store<Sandbox>, error: wasmtime::Error) -> Failed {
         let limits = &self.policy.limits;
         let table_full = matches!(
             error.downcast_ref::<ResourceTableError>(),
             Some(ResourceTableError::Full)
         );
-        let (kind, message) = match metered.store.data().limits_reached().exceeded() {
+        let (kind, message) = match store.data().limits_reached().exceeded() {
             Some(Exceeded::Memory) => (
                 FaultKind::Memory,
                 format!(
@@ -411,7 +472,7 @@ impl Shared {
                 ),
             },
         };
-        let message = match metered.store.data().last_stderr_line() {
+        let message = match store.data().last_stderr_line() {
             Some(line) => format!("{message}; its last line on stderr: {line:?}"),
             None => message,
         };

@@ -7,7 +7,6 @@
 //! resmux does not serve is `other`). No label ever carries a URI, a path
 //! or a token.
 
-use std::sync::atomic::Ordering;
 use std::sync::{LazyLock, Mutex, PoisonError};
 
 use prometheus_client::collector::Collector;
@@ -35,8 +34,10 @@ pub struct Metrics {
     pub plugin_peak_memory: Family<Plugin, Gauge>,
     /// Bytes of content the plugin's reads returned.
     pub plugin_read_bytes: Family<Plugin, Counter>,
-    /// Instances of the plugin alive now.
+    /// Instances of the plugin alive now, in a call or idle.
     pub plugin_instances: Family<Plugin, Gauge>,
+    /// Instances of the plugin kept idle for its next calls.
+    pub plugin_idle_instances: Family<Plugin, Gauge>,
     /// Instance slots the runtime's pools hold (0 with on-demand allocation).
     pub instance_pool_capacity: Gauge,
     /// MCP requests and how long they took (OpenTelemetry MCP semantic
@@ -208,7 +209,13 @@ impl Metrics {
             ),
             plugin_instances: add.metric(
                 "resmux_plugin_instances",
-                "Instances of the plugin alive now",
+                "Instances of the plugin alive now, in a call or idle",
+                None,
+                Family::default(),
+            ),
+            plugin_idle_instances: add.metric(
+                "resmux_plugin_idle_instances",
+                "Instances of the plugin kept idle for its next calls",
                 None,
                 Family::default(),
             ),
@@ -303,14 +310,5 @@ impl Metrics {
 
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Raises the peak memory of `plugin` to `bytes` if that is higher.
-    pub fn raise_peak_memory(&self, plugin: &Plugin, bytes: u64) {
-        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
-        self.plugin_peak_memory
-            .get_or_create(plugin)
-            .inner()
-            .fetch_max(bytes, Ordering::Relaxed);
     }
 }

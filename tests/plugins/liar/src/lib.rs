@@ -6,9 +6,10 @@
 //! it may not have, floods its output, spins (in reads, or in every listing
 //! when configured so), hands out endless cursors, sleeps, hoards memory and
 //! open files, returns
-//! endless error text, recurses without end and panics. The host must pass
-//! on only what is valid, keep what it prints out of the protocol stream, and
-//! let it reach only what it was granted.
+//! endless error text, recurses without end, panics, and poisons its own
+//! instance before it traps. The host must pass on only what is valid, keep
+//! what it prints out of the protocol stream, let it reach only what it was
+//! granted, and never call an instance again after it trapped.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -33,6 +34,10 @@ static CONNECT_TO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// each time it is asked for a page: `pages/TOTAL/SIZE` lists `p0000` and
 /// on, `SIZE` to a page.
 static LIST_MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// Reads this instance has served, which `liar://count` tells.
+static READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Set by `liar://poison` just before it traps; `liar://count` tells it.
+static POISONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl Guest for Liar {
     fn about() -> PluginInfo {
@@ -138,6 +143,7 @@ impl Guest for Liar {
     }
 
     fn read(path: String) -> Result<ReadResult, Error> {
+        let served = READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let content = |path: &str, mime_type: &str| Content {
             path: path.into(),
             mime_type: Some(mime_type.into()),
@@ -247,6 +253,19 @@ impl Guest for Liar {
                 std::hint::black_box(());
             },
             "panic" => panic!("the liar panics"),
+            "count" => {
+                let poisoned = POISONED.load(std::sync::atomic::Ordering::Relaxed);
+                let mut answer = content("count", "text/plain");
+                answer.body = Body::Text(format!(
+                    "read {served} of this instance{}",
+                    if poisoned { ", which is poisoned" } else { "" }
+                ));
+                vec![answer]
+            }
+            "poison" => {
+                POISONED.store(true, std::sync::atomic::Ordering::Relaxed);
+                panic!("the liar poisons its instance")
+            }
             "hog" => {
                 let hoard = vec![1u8; 1 << 30];
                 vec![content(&format!("hog {}", hoard.len()), "text/plain")]
