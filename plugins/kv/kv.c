@@ -47,8 +47,14 @@ static bool valid_key(const char *key) {
 }
 
 // Reads the store into `entries`, skipping comments, blank lines and keys
-// that are not URI-safe.
+// that are not URI-safe. An instance may serve many calls, so what an
+// earlier call loaded goes first.
 static bool load(resmux_error_t *err) {
+    for (size_t i = 0; i < entry_count; i++) {
+        free(entries[i].key);
+        free(entries[i].value);
+    }
+    entry_count = 0;
     FILE *file = fopen(store_path, "r");
     if (file == NULL) {
         return resmux_fail(err, RESMUX_UNAVAILABLE, "cannot open the store: %s", strerror(errno));

@@ -8,7 +8,8 @@
 //!   ceiling before anything is resolved, then resolved once, at load,
 //!   against the manifest's folder into held resources;
 //! - [`Grant`]: what it adds to the plugin's linker, what it gives each new
-//!   instance ([`Sandbox`]), and how `inspect` describes it.
+//!   instance ([`Sandbox`]), what it renews before a call on an instance kept
+//!   from an earlier call, and how `inspect` describes it.
 //!
 //! The catalog, the ceiling and `inspect` loop over the capabilities a
 //! manifest lists; a new capability is one module here and one entry in
@@ -56,6 +57,11 @@ pub trait Grant: Send + Sync {
     }
     /// Gives one new instance its share: held handles, values, caps.
     fn prepare(&self, _plugin: &Arc<str>, _sandbox: &mut SandboxBuilder) -> Result<()> {
+        Ok(())
+    }
+    /// Brings what changed since an instance was prepared (a granted file
+    /// the operator replaced) before another call on it.
+    fn renew(&self) -> Result<()> {
         Ok(())
     }
     /// Whether a call may block its thread in a host operation (a file
@@ -120,6 +126,12 @@ impl Policy {
             grant.prepare(plugin, &mut builder)?;
         }
         Ok(builder.build())
+    }
+
+    /// Renews every grant before a call on an instance kept from an earlier
+    /// call.
+    pub fn renew(&self) -> Result<()> {
+        self.grants.iter().try_for_each(|grant| grant.renew())
     }
 
     /// Whether a call may block its thread in a host operation.

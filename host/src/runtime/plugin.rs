@@ -76,6 +76,17 @@ impl From<ProviderError> for Failed {
     }
 }
 
+/// The instance a call runs on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum On {
+    /// A fresh one, without `init` (for `about`); never kept.
+    Bare,
+    /// A fresh one, after `init` (to prove the plugin can start).
+    Started,
+    /// An idle one the plugin kept, else a fresh one after `init`.
+    Any,
+}
+
 /// What a call holds: its call slot, the idle instance it reuses if any, and
 /// its share of the descriptor budget (beyond what that instance holds).
 type Held = (OwnedSemaphorePermit, Option<Instance>, OwnedSemaphorePermit);
@@ -120,19 +131,20 @@ impl WasmPlugin {
 
     /// What the plugin says about itself.
     pub async fn about(&self) -> Result<PluginInfo, ProviderError> {
-        self.run("about", false, None, async |store, guest| {
+        self.run("about", On::Bare, None, async |store, guest| {
             guest.call_about(store).await.map(Ok)
         })
         .await
     }
 
-    /// Starts an instance and runs `init`, to prove the plugin can serve.
+    /// Starts a fresh instance and runs `init`, to prove the plugin can
+    /// serve.
     pub async fn start(&self) -> Result<(), ProviderError> {
-        self.run("init", true, None, async |_, _| Ok(Ok(()))).await
+        self.run("init", On::Started, None, async |_, _| Ok(Ok(())))
+            .await
     }
 
-    /// Runs one call on an instance, `init` first on a fresh one when `init`
-    /// is set (a call without `init` gets a fresh instance, not kept):
+    /// Runs one call on the instance `on` asks for:
     /// refused at once while the plugin (or, for a call about one `path`,
     /// that path) is quarantined, queued while all its call slots are taken
     /// or the host's descriptor budget is spent, and bounded by its time
@@ -142,7 +154,7 @@ impl WasmPlugin {
     async fn run<T, F>(
         &self,
         operation: &'static str,
-        init: bool,
+        on: On,
         path: Option<&str>,
         call: F,
     ) -> Result<T, ProviderError>
@@ -161,7 +173,7 @@ impl WasmPlugin {
         );
         let started = Instant::now();
         let outcome = shared
-            .run(operation, init, path, call)
+            .run(operation, on, path, call)
             .instrument(span.clone())
             .await;
         let ended = match &outcome {
@@ -207,7 +219,7 @@ impl Shared {
     async fn run<T, F>(
         self: &Arc<Self>,
         operation: &'static str,
-        init: bool,
+        on: On,
         path: Option<&str>,
         call: F,
     ) -> Result<T, Failed>
@@ -232,7 +244,7 @@ impl Shared {
         }
         let timeout = self.policy.limits.timeout();
         let started = Instant::now();
-        let (slot, reused, handles) = match tokio::time::timeout(timeout, self.hold(init)).await {
+        let (slot, reused, handles) = match tokio::time::timeout(timeout, self.hold(on)).await {
             Ok(held) => held.map_err(Failed::Busy)?,
             Err(_) => {
                 return Err(Failed::Busy(ProviderError::Unavailable(format!(
@@ -254,7 +266,7 @@ impl Shared {
                 let _slot = slot;
                 runtime.block_on(
                     async {
-                        let call = runner.call(reused, handles, operation, init, call);
+                        let call = runner.call(reused, handles, operation, on, call);
                         tokio::time::timeout(left, call).await
                     }
                     .instrument(span),
@@ -279,7 +291,7 @@ impl Shared {
             // Boxed: the call's future (a store, an instance, wasmtime's own
             // futures) is large, and tokio would copy it with every request
             // task it is part of.
-            let call = Box::pin(self.call(reused, handles, operation, init, call));
+            let call = Box::pin(self.call(reused, handles, operation, on, call));
             tokio::time::timeout(left, call)
                 .await
                 .unwrap_or_else(|_| (Err(self.timed_out(operation)), None))
@@ -290,17 +302,20 @@ impl Shared {
         outcome
     }
 
-    /// Takes a call slot, an idle instance when the call runs `init` and one
-    /// is kept, and the rest of the instance's share of the descriptor
+    /// Takes a call slot, an idle instance if the call may run on one and
+    /// one is kept, and the rest of the instance's share of the descriptor
     /// budget.
-    async fn hold(&self, init: bool) -> Result<Held, ProviderError> {
+    async fn hold(&self, on: On) -> Result<Held, ProviderError> {
         let slot = self
             .call_slots
             .clone()
             .acquire_owned()
             .await
             .expect("the call semaphore is never closed");
-        let reused = if init { self.idle.take() } else { None };
+        let reused = match on {
+            On::Any => self.idle.take(),
+            On::Bare | On::Started => None,
+        };
         let max_handles = self.policy.limits.max_handles;
         let already = reused.as_ref().map_or(0, Instance::held_handles);
         let more = max_handles.saturating_sub(u32::try_from(already).unwrap_or(u32::MAX));
@@ -324,10 +339,16 @@ impl Shared {
         )
     }
 
+    /// The error of a call whose grants could not be given to its instance.
+    fn unprepared(&self, error: anyhow::Error) -> ProviderError {
+        ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
+    }
+
     fn new_store(&self) -> Result<Store<Sandbox>, ProviderError> {
-        let sandbox = self.policy.sandbox(&self.name).map_err(|error| {
-            ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
-        })?;
+        let sandbox = self
+            .policy
+            .sandbox(&self.name)
+            .map_err(|error| self.unprepared(error))?;
         let mut store = Store::new(self.pre.engine(), sandbox);
         store.limiter(|sandbox| sandbox.limiter());
         // The deadline falls due only while the plugin's code runs: each tick
@@ -351,11 +372,14 @@ impl Shared {
         reused: Option<Instance>,
         handles: OwnedSemaphorePermit,
         operation: &'static str,
-        init: bool,
+        on: On,
         call: impl AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T>,
     ) -> (Result<T, Failed>, Option<Instance>) {
         let mut instance = match reused {
             Some(mut instance) => {
+                if let Err(error) = self.policy.renew() {
+                    return (Err(Failed::Answered(self.unprepared(error))), None);
+                }
                 instance.begin_call(handles);
                 instance
             }
@@ -364,7 +388,7 @@ impl Shared {
                 Err(failed) => return (Err(failed), None),
             },
         };
-        let outcome = self.call_on(&mut instance, operation, init, call).await;
+        let outcome = self.call_on(&mut instance, operation, on, call).await;
         let answered = matches!(outcome, Ok(_) | Err(Failed::Answered(_)));
         (outcome, answered.then_some(instance))
     }
@@ -388,16 +412,16 @@ impl Shared {
         }
     }
 
-    /// `init` if the call asks for it and the instance has not run it, then
-    /// the call.
+    /// `init` unless the call is bare or the instance has run it, then the
+    /// call.
     async fn call_on<T>(
         &self,
         instance: &mut Instance,
         operation: &'static str,
-        init: bool,
+        on: On,
         call: impl AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T>,
     ) -> Result<T, Failed> {
-        if init && !instance.initialised {
+        if on != On::Bare && !instance.initialised {
             let (store, guest) = instance.parts();
             match guest.call_init(&mut *store, &self.config).await {
                 Err(error) => return Err(self.fault("init", store, error)),
@@ -483,7 +507,7 @@ impl Shared {
 #[async_trait]
 impl Provider for WasmPlugin {
     async fn list(&self, cursor: Option<String>) -> Result<Page<ResourceEntry>, ProviderError> {
-        self.run("list", true, None, async move |store, guest| {
+        self.run("list", On::Any, None, async move |store, guest| {
             guest.call_list(store, cursor.as_deref()).await
         })
         .await
@@ -494,7 +518,7 @@ impl Provider for WasmPlugin {
         &self,
         cursor: Option<String>,
     ) -> Result<Page<TemplateEntry>, ProviderError> {
-        self.run("templates", true, None, async move |store, guest| {
+        self.run("templates", On::Any, None, async move |store, guest| {
             guest.call_templates(store, cursor.as_deref()).await
         })
         .await
@@ -504,7 +528,7 @@ impl Provider for WasmPlugin {
     async fn read(&self, path: &str) -> Result<ReadResult, ProviderError> {
         let owned = path.to_owned();
         let read: ReadResult = self
-            .run("read", true, Some(path), async move |store, guest| {
+            .run("read", On::Any, Some(path), async move |store, guest| {
                 guest.call_read(store, &owned).await
             })
             .await?
@@ -520,15 +544,18 @@ impl Provider for WasmPlugin {
     async fn complete(&self, request: CompletionRequest) -> Result<Completion, ProviderError> {
         let key = format!("{} {}", request.path_template, request.argument);
         let request = request.into();
-        self.run("complete", true, Some(&key), async move |store, guest| {
-            guest.call_complete(store, &request).await
-        })
+        self.run(
+            "complete",
+            On::Any,
+            Some(&key),
+            async move |store, guest| guest.call_complete(store, &request).await,
+        )
         .await
         .map(Into::into)
     }
 
     async fn changes(&self, since: Option<String>) -> Result<ChangeReport, ProviderError> {
-        self.run("changes", true, None, async move |store, guest| {
+        self.run("changes", On::Any, None, async move |store, guest| {
             guest.call_changes(store, since.as_deref()).await
         })
         .await

@@ -80,6 +80,13 @@ impl Grant for FileGrants {
         Ok(())
     }
 
+    fn renew(&self) -> Result<()> {
+        for grant in &self.0 {
+            grant.renew()?;
+        }
+        Ok(())
+    }
+
     fn may_block(&self) -> bool {
         !self.0.is_empty()
     }
@@ -205,6 +212,17 @@ impl FileGrant {
 
     /// Preopens the held directory, or the file's private directory, in a
     /// new instance's WASI context.
+    /// Renews the link or copy of a single granted file; a directory needs
+    /// nothing, as it is held open.
+    fn renew(&self) -> Result<()> {
+        if let Some(Held::File(single)) = &self.held {
+            single
+                .refresh()
+                .with_context(|| format!("cannot show granted file {}", self.host.display()))?;
+        }
+        Ok(())
+    }
+
     fn configure(&self, wasi: &mut WasiCtxBuilder) -> Result<()> {
         let perms = match self.access {
             Access::ReadOnly => FsPerms::ReadOnly,

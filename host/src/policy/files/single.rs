@@ -10,8 +10,9 @@
 //!
 //! The file's folder is opened once, when the plugin loads, and the file is
 //! looked up only by name inside that held folder, never following a
-//! symlink and never blocking on a FIFO: before each instance starts, the
-//! link or copy is renewed if the operator replaced or changed the file, and
+//! symlink and never blocking on a FIFO: before each instance starts, and
+//! before each call on an instance kept from an earlier call, the link or
+//! copy is renewed if the operator replaced or changed the file, and
 //! a symlink or anything but a regular file swapped in for it is refused
 //! (the plugin keeps seeing the last good version).
 
