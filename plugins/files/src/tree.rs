@@ -6,6 +6,11 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::UNIX_EPOCH;
 
+use wasi::filesystem::preopens::get_directories;
+use wasi::filesystem::types::{
+    Descriptor, DescriptorFlags, DescriptorType, ErrorCode, OpenFlags, PathFlags,
+};
+
 use crate::encoding::encode;
 use crate::resmux::provider::types::{ChangeReport, Error};
 
@@ -152,21 +157,24 @@ pub fn files(root: &str) -> Result<Vec<File>, Error> {
 /// returns, however large the tree. A file gone before it is looked at is
 /// left out.
 pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>, bool), Error> {
+    let root = Root::open(root)?;
     let mut found = Vec::new();
-    collect_after(root, "", after, limit + 1, &mut found)?;
+    collect_after(&root, "", after, limit + 1, &mut found)?;
     let more = found.len() > limit;
     found.truncate(limit);
     let files = found
         .into_iter()
         .filter_map(|relative| {
-            let metadata = std::fs::symlink_metadata(resolve(root, &relative).ok()?).ok()?;
-            let modified = metadata
-                .modified()
-                .ok()
-                .and_then(|time| time.duration_since(UNIX_EPOCH).ok());
+            let stat = root
+                .descriptor
+                .stat_at(PathFlags::empty(), &root.path(&relative))
+                .ok()?;
+            let modified = stat
+                .data_modification_timestamp
+                .map(|time| std::time::Duration::new(time.seconds, time.nanoseconds));
             Some(File {
                 path: encode(&relative),
-                size: metadata.len(),
+                size: stat.size,
                 modified: modified.map(|since| iso8601(since.as_secs())),
                 modified_nanos: modified.map_or(0, |since| since.as_nanos()),
                 relative,
@@ -176,37 +184,77 @@ pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>,
     Ok((files, more))
 }
 
+/// The root directory for a listing, reached through WASI itself rather than
+/// `std::fs`: wasi-libc (under `std::fs`) asks the host for an inode hash
+/// with every directory entry it reads and every file it stats (an open, a
+/// stat and a close on the host), which a listing never needs. That was
+/// about a quarter of a listing's time.
+struct Root {
+    /// The preopened directory the root lies in.
+    descriptor: Descriptor,
+    /// The root's path inside it, empty if it is the preopen itself.
+    base: String,
+}
+
+impl Root {
+    fn open(root: &str) -> Result<Self, Error> {
+        let root = root.trim_end_matches('/');
+        let mut best: Option<(Descriptor, String, usize)> = None;
+        for (descriptor, preopen) in get_directories() {
+            let preopen = preopen.trim_end_matches('/');
+            let base = if root == preopen {
+                Some("")
+            } else {
+                root.strip_prefix(preopen)
+                    .and_then(|rest| rest.strip_prefix('/'))
+            };
+            if let Some(base) = base
+                && best
+                    .as_ref()
+                    .is_none_or(|(_, _, length)| preopen.len() > *length)
+            {
+                best = Some((descriptor, base.to_owned(), preopen.len()));
+            }
+        }
+        let (descriptor, base, _) = best.ok_or_else(|| {
+            Error::Unavailable(format!("the root {root:?} is not in a granted directory"))
+        })?;
+        Ok(Self { descriptor, base })
+    }
+
+    /// The path of `relative` (below the root) inside the preopen.
+    fn path(&self, relative: &str) -> String {
+        match (self.base.is_empty(), relative.is_empty()) {
+            (true, true) => ".".into(),
+            (true, false) => relative.into(),
+            (false, true) => self.base.clone(),
+            (false, false) => format!("{}/{relative}", self.base),
+        }
+    }
+}
+
+/// Maps a WASI file system error on `path` to the contract's errors.
+fn wasi_error(path: &str, error: ErrorCode) -> Error {
+    match error {
+        ErrorCode::NoEntry => Error::NotFound(format!("{path:?} does not exist")),
+        ErrorCode::Access | ErrorCode::NotPermitted => Error::Denied(format!("{path:?}: {error}")),
+        _ => Error::Internal(format!("{path:?}: {error}")),
+    }
+}
+
 /// Adds to `found` the relative paths of the files below `directory` whose
 /// URI paths come after `after`, in URI path order, until it holds `wanted`;
 /// each directory is closed before the next is read.
 /// Entries sort by their encoded name, with a '/' after a directory's, which
 /// is the order of the full URI paths below them.
 fn collect_after(
-    root: &str,
+    root: &Root,
     directory: &str,
     after: Option<&str>,
     wanted: usize,
     found: &mut Vec<String>,
 ) -> Result<(), Error> {
-    let host_path = resolve(root, directory)?;
-    let reader = std::fs::read_dir(&host_path).map_err(|error| io_error(directory, error))?;
-    let mut children = Vec::new();
-    for item in reader {
-        let item = item.map_err(|error| io_error(directory, error))?;
-        let (Ok(name), Ok(kind)) = (item.file_name().into_string(), item.file_type()) else {
-            continue;
-        };
-        let relative = if directory.is_empty() {
-            name
-        } else {
-            format!("{directory}/{name}")
-        };
-        let mut key = encode(&relative);
-        if kind.is_dir() {
-            key.push('/');
-        }
-        children.push((key, relative, kind.is_dir()));
-    }
+    let mut children = children(root, directory)?;
     children.sort_unstable();
     for (key, relative, is_dir) in children {
         if found.len() == wanted {
@@ -229,6 +277,37 @@ fn collect_after(
         }
     }
     Ok(())
+}
+
+/// The entries of `directory` as (sort key, relative path, is a directory);
+/// the directory is closed on return.
+fn children(root: &Root, directory: &str) -> Result<Vec<(String, String, bool)>, Error> {
+    let failed = |error| wasi_error(directory, error);
+    let opened = root
+        .descriptor
+        .open_at(
+            PathFlags::empty(),
+            &root.path(directory),
+            OpenFlags::DIRECTORY,
+            DescriptorFlags::READ,
+        )
+        .map_err(failed)?;
+    let stream = opened.read_directory().map_err(failed)?;
+    let mut children = Vec::new();
+    while let Some(entry) = stream.read_directory_entry().map_err(failed)? {
+        let is_dir = entry.type_ == DescriptorType::Directory;
+        let relative = if directory.is_empty() {
+            entry.name
+        } else {
+            format!("{directory}/{}", entry.name)
+        };
+        let mut key = encode(&relative);
+        if is_dir {
+            key.push('/');
+        }
+        children.push((key, relative, is_dir));
+    }
+    Ok(children)
 }
 
 /// Compares the tree with the state a token describes. The token holds the
