@@ -121,10 +121,8 @@ impl Guest for Files {
     fn read(path: String) -> Result<ReadResult, Error> {
         let relative = encoding::decode(&path)?;
         let host_path = tree::resolve(&settings().root, &relative)?;
-        let metadata =
-            std::fs::metadata(&host_path).map_err(|error| tree::io_error(&path, error))?;
-        let contents = if metadata.is_dir() {
-            tree::entries(&host_path, &relative)?
+        let contents = match tree::read(&settings().root, &relative)? {
+            tree::Found::Directory => tree::entries(&host_path, &relative)?
                 .into_iter()
                 .map(|entry| Content {
                     path: entry.path.clone(),
@@ -132,24 +130,24 @@ impl Guest for Files {
                     body: Body::Text(entry.to_json()),
                     meta: None,
                 })
-                .collect()
-        } else {
-            let bytes = std::fs::read(&host_path).map_err(|error| tree::io_error(&path, error))?;
-            let mime_type = mime::guess(&relative, &bytes);
-            let body = if mime::is_text(mime_type) {
-                match String::from_utf8(bytes) {
-                    Ok(text) => Body::Text(text),
-                    Err(error) => Body::Blob(error.into_bytes()),
-                }
-            } else {
-                Body::Blob(bytes)
-            };
-            vec![Content {
-                path,
-                mime_type: Some(mime_type.into()),
-                body,
-                meta: None,
-            }]
+                .collect(),
+            tree::Found::File(bytes) => {
+                let mime_type = mime::guess(&relative, &bytes);
+                let body = if mime::is_text(mime_type) {
+                    match String::from_utf8(bytes) {
+                        Ok(text) => Body::Text(text),
+                        Err(error) => Body::Blob(error.into_bytes()),
+                    }
+                } else {
+                    Body::Blob(bytes)
+                };
+                vec![Content {
+                    path,
+                    mime_type: Some(mime_type.into()),
+                    body,
+                    meta: None,
+                }]
+            }
         };
         if contents.is_empty() {
             return Err(Error::NotFound(format!("directory {relative:?} is empty")));

@@ -184,11 +184,49 @@ pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>,
     Ok((files, more))
 }
 
-/// The root directory for a listing, reached through WASI itself rather than
-/// `std::fs`: wasi-libc (under `std::fs`) asks the host for an inode hash
-/// with every directory entry it reads and every file it stats (an open, a
-/// stat and a close on the host), which a listing never needs. That was
-/// about a quarter of a listing's time.
+/// What a read found at a path.
+pub enum Found {
+    Directory,
+    File(Vec<u8>),
+}
+
+/// The most bytes the host hands over in one `read` call.
+const READ_CHUNK: u64 = 64 * 1024;
+
+/// Reads the file at `relative` below `root` (following links), or says it
+/// is a directory: one open, one stat and reads of up to [`READ_CHUNK`]
+/// through WASI itself (see [`Root`]).
+pub fn read(root: &str, relative: &str) -> Result<Found, Error> {
+    let root = Root::open(root)?;
+    let failed = |error| wasi_error(relative, error);
+    let file = root
+        .descriptor
+        .open_at(
+            PathFlags::SYMLINK_FOLLOW,
+            &root.path(relative),
+            OpenFlags::empty(),
+            DescriptorFlags::READ,
+        )
+        .map_err(failed)?;
+    let stat = file.stat().map_err(failed)?;
+    if stat.type_ == DescriptorType::Directory {
+        return Ok(Found::Directory);
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(stat.size).unwrap_or(0));
+    loop {
+        let (chunk, at_end) = file.read(READ_CHUNK, bytes.len() as u64).map_err(failed)?;
+        bytes.extend_from_slice(&chunk);
+        if at_end || chunk.is_empty() {
+            return Ok(Found::File(bytes));
+        }
+    }
+}
+
+/// The root directory for listings and reads, reached through WASI itself
+/// rather than `std::fs`: wasi-libc (under `std::fs`) asks the host for an
+/// inode hash with every directory entry it reads and every file it stats
+/// (an open, a stat and a close on the host), which resmux never needs.
+/// That was about a quarter of a listing's time.
 struct Root {
     /// The preopened directory the root lies in.
     descriptor: Descriptor,
