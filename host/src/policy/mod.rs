@@ -64,6 +64,11 @@ pub trait Grant: Send + Sync {
     fn renew(&self) -> Result<()> {
         Ok(())
     }
+    /// Host descriptors each instance holds outside its resource table
+    /// (preopened directories).
+    fn descriptors_per_instance(&self) -> u32 {
+        0
+    }
     /// Whether a call may block its thread in a host operation (a file
     /// operation on a FIFO or a hung mount).
     fn may_block(&self) -> bool {
@@ -132,6 +137,14 @@ impl Policy {
     /// call.
     pub fn renew(&self) -> Result<()> {
         self.grants.iter().try_for_each(|grant| grant.renew())
+    }
+
+    /// Host descriptors each instance holds outside its resource table.
+    pub fn descriptors_per_instance(&self) -> u32 {
+        self.grants
+            .iter()
+            .map(|grant| grant.descriptors_per_instance())
+            .sum()
     }
 
     /// Whether a call may block its thread in a host operation.

@@ -9,7 +9,12 @@
 use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
+use wasmtime_wasi::sockets::{TcpSocket, UdpSocket};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::body::{HostIncomingBody, HostOutgoingBody};
+use wasmtime_wasi_http::p2::types::{
+    HostFutureIncomingResponse, HostIncomingResponse, HostOutgoingRequest,
+};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::limits::{Limits, StoreLimiter};
@@ -110,9 +115,25 @@ impl Sandbox {
     }
 
     /// How many host resources (descriptors, streams, HTTP fields) the
-    /// instance holds now.
-    pub fn held_resources(&mut self) -> usize {
-        self.table.iter_mut().count()
+    /// instance holds between two calls, or `None` if one of them is
+    /// network traffic (a socket, an HTTP request, response or body), which
+    /// could go on working while no call runs.
+    pub fn resources_between_calls(&mut self) -> Option<usize> {
+        let mut count = 0;
+        for resource in self.table.iter_mut() {
+            let traffic = resource.is::<TcpSocket>()
+                || resource.is::<UdpSocket>()
+                || resource.is::<HostOutgoingRequest>()
+                || resource.is::<HostFutureIncomingResponse>()
+                || resource.is::<HostIncomingResponse>()
+                || resource.is::<HostOutgoingBody>()
+                || resource.is::<HostIncomingBody>();
+            if traffic {
+                return None;
+            }
+            count += 1;
+        }
+        Some(count)
     }
 }
 

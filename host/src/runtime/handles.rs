@@ -51,6 +51,11 @@ impl HandleBudget {
         u32::try_from(self.available.available_permits()).unwrap_or(u32::MAX)
     }
 
+    /// Reserves `count` descriptors for one instance if they are free now.
+    pub fn try_reserve(&self, count: u32) -> Option<OwnedSemaphorePermit> {
+        self.available.clone().try_acquire_many_owned(count).ok()
+    }
+
     /// Reserves `count` descriptors for one instance, waiting until they are
     /// free; `None` if the instance could never fit.
     pub async fn reserve(&self, count: u32) -> Option<OwnedSemaphorePermit> {

@@ -9,15 +9,20 @@
 //! - its call answered: an instance whose call trapped, ran into a limit,
 //!   timed out or was cancelled is dropped with its store;
 //! - it ran `init` (one made for `about` did not);
-//! - it holds at most [`MAX_IDLE_HANDLES`] host resources, and the host's
-//!   descriptor budget is more than half free;
+//! - it holds at most [`MAX_IDLE_HANDLES`] host resources and no network
+//!   traffic (a socket, an HTTP request, response or body could go on
+//!   working while no call runs), and the host's descriptor budget is more
+//!   than half free;
 //! - its plugin keeps fewer idle instances than its `concurrent_calls`, and
-//!   the process fewer than [`MAX_IDLE`].
+//!   the process fewer than [`MAX_IDLE`], holding at most
+//!   [`MAX_IDLE_MEMORY`] of linear memory together.
 //!
-//! An idle instance keeps one descriptor of the budget per resource it holds,
-//! and is dropped after [`IDLE_FOR`] unused, so an idle plugin soon costs
-//! nothing. The next call on it starts with whole CPU and output budgets
-//! ([`MeteredStore::end_call`]) and a new deadline.
+//! An idle instance keeps one descriptor of the budget per resource it holds
+//! and per preopened directory, and is dropped after [`IDLE_FOR`] unused, so
+//! an idle plugin soon costs nothing; all of them are dropped at once when a
+//! call finds the descriptor budget or the instance pool short
+//! ([`drop_every_idle_instance`]). The next call on one starts with whole CPU
+//! and output budgets ([`MeteredStore::end_call`]) and a new deadline.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -40,8 +45,14 @@ pub const MAX_IDLE_HANDLES: usize = 16;
 /// of an engine's instance pool.
 pub const MAX_IDLE: usize = 256;
 
+/// The most linear memory idle instances hold together, over every plugin.
+pub const MAX_IDLE_MEMORY: usize = 1 << 30;
+
 /// Idle instances kept now, over every plugin.
 static IDLE_IN_PROCESS: AtomicUsize = AtomicUsize::new(0);
+
+/// The linear memory idle instances hold now, over every plugin.
+static IDLE_MEMORY: AtomicUsize = AtomicUsize::new(0);
 
 /// One instance of a plugin.
 pub struct Instance {
@@ -86,32 +97,66 @@ impl Instance {
     }
 }
 
+/// An idle instance, since when, and the linear memory it holds.
+struct Kept {
+    instance: Instance,
+    since: Instant,
+    memory: usize,
+}
+
 /// The idle instances of one plugin, newest last.
 pub struct Idle {
-    kept: Mutex<Vec<(Instance, Instant)>>,
+    kept: Mutex<Vec<Kept>>,
     /// The most it keeps: the plugin's `concurrent_calls`.
     most: usize,
+    /// Host descriptors each instance holds outside its resource table.
+    preopens: usize,
+    /// Whether dropping an instance may block (it holds granted files), so
+    /// it is dropped on a thread of its own rather than a runtime worker.
+    may_block: bool,
     /// Whether a task is dropping the instances left unused too long.
     expiring: AtomicBool,
     gauge: Gauge,
 }
 
+/// Every plugin's idle instances, to drop them all when the host runs
+/// short of descriptors or of instance slots.
+static EVERY_IDLE: Mutex<Vec<Weak<Idle>>> = Mutex::new(Vec::new());
+
+/// Drops every idle instance of every plugin: a call needs what they hold.
+pub fn drop_every_idle_instance() {
+    let every: Vec<Arc<Idle>> = lock(&EVERY_IDLE).iter().filter_map(Weak::upgrade).collect();
+    for idle in every {
+        let all = std::mem::take(&mut *lock(&idle.kept));
+        idle.release(all);
+    }
+}
+
 impl Idle {
-    pub fn new(most: usize, gauge: Gauge) -> Self {
-        Self {
+    pub fn new(most: usize, preopens: u32, may_block: bool, gauge: Gauge) -> Arc<Self> {
+        let idle = Arc::new(Self {
             kept: Mutex::new(Vec::new()),
             most,
+            preopens: preopens as usize,
+            may_block,
             expiring: AtomicBool::new(false),
             gauge,
-        }
+        });
+        let mut every = lock(&EVERY_IDLE);
+        every.retain(|idle| idle.strong_count() > 0);
+        every.push(Arc::downgrade(&idle));
+        idle
     }
 
     /// The idle instance used last, if one is kept.
     pub fn take(&self) -> Option<Instance> {
-        let (instance, _) = self.lock().pop()?;
+        let mut kept = lock(&self.kept);
+        let taken = kept.pop()?;
         self.gauge.dec();
+        drop(kept);
         IDLE_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
-        Some(instance)
+        IDLE_MEMORY.fetch_sub(taken.memory, Ordering::Relaxed);
+        Some(taken.instance)
     }
 
     /// Keeps `instance`, whose call answered, for a later call if it
@@ -121,28 +166,41 @@ impl Idle {
             return;
         }
         instance.metered.end_call();
-        let held = instance.metered.store.data_mut().held_resources().max(1);
-        if held > MAX_IDLE_HANDLES {
+        let data = instance.metered.store.data_mut();
+        let Some(resources) = data.resources_between_calls() else {
+            return;
+        };
+        let memory = data.limits_reached().memory_in_use();
+        if resources > MAX_IDLE_HANDLES {
             return;
         }
+        let held = (resources + self.preopens).max(1);
         let spare = instance.handles.num_permits().saturating_sub(held);
         drop(instance.handles.split(spare));
         if budget.free() <= budget.total() / 2 {
             return;
         }
-        if IDLE_IN_PROCESS.fetch_add(1, Ordering::Relaxed) >= MAX_IDLE {
+        if !reserve(&IDLE_IN_PROCESS, 1, MAX_IDLE) {
+            return;
+        }
+        if !reserve(&IDLE_MEMORY, memory, MAX_IDLE_MEMORY) {
             IDLE_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        let mut kept = self.lock();
+        let mut kept = lock(&self.kept);
         if kept.len() >= self.most {
             drop(kept);
             IDLE_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
+            IDLE_MEMORY.fetch_sub(memory, Ordering::Relaxed);
             return;
         }
-        kept.push((instance, Instant::now()));
-        drop(kept);
+        kept.push(Kept {
+            instance,
+            since: Instant::now(),
+            memory,
+        });
         self.gauge.inc();
+        drop(kept);
         if !self.expiring.swap(true, Ordering::AcqRel) {
             tokio::spawn(expire(Arc::downgrade(self)));
         }
@@ -151,36 +209,60 @@ impl Idle {
     /// Drops the instances unused for [`IDLE_FOR`]; true once none is left
     /// (and no task expires them any more).
     fn expire_unused(&self) -> bool {
-        let mut kept = self.lock();
-        let before = kept.len();
-        kept.retain(|(_, since)| since.elapsed() < IDLE_FOR);
-        let dropped = before - kept.len();
+        let mut kept = lock(&self.kept);
+        let (expired, fresh): (Vec<Kept>, Vec<Kept>) = std::mem::take(&mut *kept)
+            .into_iter()
+            .partition(|kept| kept.since.elapsed() >= IDLE_FOR);
+        *kept = fresh;
         let none_left = kept.is_empty();
         if none_left {
             self.expiring.store(false, Ordering::Release);
         }
         drop(kept);
-        self.forget(dropped);
+        self.release(expired);
         none_left
     }
 
-    /// Takes `count` dropped instances off the idle figures.
-    fn forget(&self, count: usize) {
-        self.gauge.dec_by(i64::try_from(count).unwrap_or(i64::MAX));
-        IDLE_IN_PROCESS.fetch_sub(count, Ordering::Relaxed);
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Vec<(Instance, Instant)>> {
-        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Takes instances no longer kept off the idle figures and drops them,
+    /// on a thread of their own if dropping them may block.
+    fn release(&self, gone: Vec<Kept>) {
+        if gone.is_empty() {
+            return;
+        }
+        let memory: usize = gone.iter().map(|kept| kept.memory).sum();
+        self.gauge
+            .dec_by(i64::try_from(gone.len()).unwrap_or(i64::MAX));
+        IDLE_IN_PROCESS.fetch_sub(gone.len(), Ordering::Relaxed);
+        IDLE_MEMORY.fetch_sub(memory, Ordering::Relaxed);
+        if self.may_block {
+            tokio::task::spawn_blocking(move || drop(gone));
+        }
     }
 }
 
 /// The plugin is gone: its idle instances go with it.
 impl Drop for Idle {
     fn drop(&mut self) {
-        let count = self.lock().len();
-        self.forget(count);
+        let all = std::mem::take(&mut *lock(&self.kept));
+        let memory: usize = all.iter().map(|kept| kept.memory).sum();
+        self.gauge
+            .dec_by(i64::try_from(all.len()).unwrap_or(i64::MAX));
+        IDLE_IN_PROCESS.fetch_sub(all.len(), Ordering::Relaxed);
+        IDLE_MEMORY.fetch_sub(memory, Ordering::Relaxed);
     }
+}
+
+/// Adds `amount` to `total` unless that would pass `most`.
+fn reserve(total: &AtomicUsize, amount: usize, most: usize) -> bool {
+    total
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+            now.checked_add(amount).filter(|after| *after <= most)
+        })
+        .is_ok()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Drops `idle`'s unused instances every half [`IDLE_FOR`] until none is

@@ -22,7 +22,7 @@ use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 use super::bindings::{Guest, PluginInfo, PluginPre};
 use super::handles::HandleBudget;
 use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
-use super::instance::{Idle, Instance};
+use super::instance::{Idle, Instance, drop_every_idle_instance};
 use super::meter::{Ended, FaultKind, Meter};
 use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
@@ -104,10 +104,12 @@ impl WasmPlugin {
         let may_block = policy.may_block();
         let health = Arc::new(Health::default());
         let meter = Meter::new(&name, &health);
-        let idle = Arc::new(Idle::new(
+        let idle = Idle::new(
             policy.limits.concurrent_calls as usize,
+            policy.descriptors_per_instance(),
+            may_block,
             meter.idle(),
-        ));
+        );
         Self {
             shared: Arc::new(Shared {
                 name,
@@ -256,35 +258,34 @@ impl Shared {
             }
         };
         let left = timeout.saturating_sub(started.elapsed());
-        let (outcome, answered_on) = if self.may_block {
+        if self.may_block {
             let runner = self.clone();
             let runtime = tokio::runtime::Handle::current();
             let span = tracing::Span::current();
             let thread = tokio::task::spawn_blocking(move || {
                 // The slot stays taken until the thread is done, even after
-                // the caller gave up on it.
+                // the caller gave up on it, and an instance is kept or
+                // dropped here: dropping one may block too.
                 let _slot = slot;
-                runtime.block_on(
-                    async {
-                        let call = runner.call(reused, handles, operation, on, call);
-                        tokio::time::timeout(left, call).await
+                let call = runner.call(reused, handles, operation, on, call);
+                let ended = runtime.block_on(tokio::time::timeout(left, call).instrument(span));
+                ended.map(|(outcome, answered_on)| {
+                    if let Some(instance) = answered_on {
+                        runner.idle.keep(instance, &runner.handles);
                     }
-                    .instrument(span),
-                )
+                    outcome
+                })
             });
             match tokio::time::timeout(left + THREAD_GRACE, thread).await {
-                Ok(Ok(Ok(ended))) => ended,
-                Ok(Ok(Err(_))) | Err(_) => (Err(self.timed_out(operation)), None),
-                Ok(Err(failure)) => (
-                    Err(Failed::Faulted(
-                        FaultKind::Host,
-                        format!(
-                            "plugin {} failed in {operation}: its thread ended: {failure}",
-                            self.name
-                        ),
-                    )),
-                    None,
-                ),
+                Ok(Ok(Ok(outcome))) => outcome,
+                Ok(Ok(Err(_))) | Err(_) => Err(self.timed_out(operation)),
+                Ok(Err(failure)) => Err(Failed::Faulted(
+                    FaultKind::Host,
+                    format!(
+                        "plugin {} failed in {operation}: its thread ended: {failure}",
+                        self.name
+                    ),
+                )),
             }
         } else {
             let _slot = slot;
@@ -292,14 +293,14 @@ impl Shared {
             // futures) is large, and tokio would copy it with every request
             // task it is part of.
             let call = Box::pin(self.call(reused, handles, operation, on, call));
-            tokio::time::timeout(left, call)
+            let (outcome, answered_on) = tokio::time::timeout(left, call)
                 .await
-                .unwrap_or_else(|_| (Err(self.timed_out(operation)), None))
-        };
-        if let Some(instance) = answered_on {
-            self.idle.keep(instance, &self.handles);
+                .unwrap_or_else(|_| (Err(self.timed_out(operation)), None));
+            if let Some(instance) = answered_on {
+                self.idle.keep(instance, &self.handles);
+            }
+            outcome
         }
-        outcome
     }
 
     /// Takes a call slot, an idle instance if the call may run on one and
@@ -317,12 +318,21 @@ impl Shared {
             On::Bare | On::Started => None,
         };
         let max_handles = self.policy.limits.max_handles;
+        let whole = max_handles.saturating_add(self.policy.descriptors_per_instance());
         let already = reused.as_ref().map_or(0, Instance::held_handles);
-        let more = max_handles.saturating_sub(u32::try_from(already).unwrap_or(u32::MAX));
-        let handles = self.handles.reserve(more).await.ok_or_else(|| {
+        let more = whole.saturating_sub(u32::try_from(already).unwrap_or(u32::MAX));
+        let handles = match self.handles.try_reserve(more) {
+            Some(handles) => Some(handles),
+            None => {
+                drop_every_idle_instance();
+                self.handles.reserve(more).await
+            }
+        };
+        let handles = handles.ok_or_else(|| {
             ProviderError::Unavailable(format!(
-                "plugin {}: its max_handles of {max_handles} exceeds the host's descriptor budget of {}",
+                "plugin {}: its max_handles of {max_handles} (and {} preopened directories) exceeds the host's descriptor budget of {}",
                 self.name,
+                self.policy.descriptors_per_instance(),
                 self.handles.total()
             ))
         })?;
@@ -400,7 +410,18 @@ impl Shared {
         handles: OwnedSemaphorePermit,
     ) -> Result<Instance, Failed> {
         let mut metered = self.meter.store(self.new_store()?);
-        match self.pre.instantiate_async(&mut metered.store).await {
+        let mut instantiated = self.pre.instantiate_async(&mut metered.store).await;
+        if instantiated
+            .as_ref()
+            .is_err_and(|error| error.is::<PoolConcurrencyLimitError>())
+        {
+            // Idle instances may hold the slots: give them back and try once
+            // more, in a store that holds no half-made instance.
+            drop_every_idle_instance();
+            metered = self.meter.store(self.new_store()?);
+            instantiated = self.pre.instantiate_async(&mut metered.store).await;
+        }
+        match instantiated {
             Ok(exports) => Ok(Instance::new(metered, exports, handles)),
             Err(error) if error.is::<PoolConcurrencyLimitError>() => {
                 Err(Failed::Answered(ProviderError::Unavailable(format!(

@@ -212,9 +212,14 @@ pub fn read(root: &str, relative: &str) -> Result<Found, Error> {
     if stat.type_ == DescriptorType::Directory {
         return Ok(Found::Directory);
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(stat.size).unwrap_or(0));
+    let too_large = || Error::Unavailable(format!("{relative:?} is too large to read"));
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(usize::try_from(stat.size).unwrap_or(usize::MAX))
+        .map_err(|_| too_large())?;
     loop {
         let (chunk, at_end) = file.read(READ_CHUNK, bytes.len() as u64).map_err(failed)?;
+        bytes.try_reserve(chunk.len()).map_err(|_| too_large())?;
         bytes.extend_from_slice(&chunk);
         if at_end || chunk.is_empty() {
             return Ok(Found::File(bytes));

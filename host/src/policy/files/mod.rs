@@ -87,6 +87,11 @@ impl Grant for FileGrants {
         Ok(())
     }
 
+    /// Each grant is one preopened directory per instance.
+    fn descriptors_per_instance(&self) -> u32 {
+        u32::try_from(self.0.len()).unwrap_or(u32::MAX)
+    }
+
     fn may_block(&self) -> bool {
         !self.0.is_empty()
     }
