@@ -78,6 +78,42 @@ async fn a_single_file_swapped_for_a_symlink_keeps_showing_the_granted_file() {
 }
 
 #[tokio::test]
+async fn an_instance_holding_many_files_between_calls_is_not_kept() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[[files]]\nhost = \"data\"\nguest = \"/data\"\n")
+        .file("data/x.txt", b"x");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let before = open_descriptors(server.pid());
+    // A few files held between calls: the instance is kept, and the next
+    // call finds them (this plugin's calls run on threads of their own).
+    assert_eq!(
+        server.read_text("liar://keep-open/2//data/x.txt").await,
+        "2 files kept open"
+    );
+    assert_eq!(
+        server.read_text("liar://count").await,
+        "read 2 of this instance"
+    );
+    // More than 16: the instance is dropped with its files.
+    assert_eq!(
+        server.read_text("liar://keep-open/20//data/x.txt").await,
+        "22 files kept open"
+    );
+    assert_eq!(
+        server.read_text("liar://count").await,
+        "read 1 of this instance"
+    );
+    let after = open_descriptors(server.pid());
+    assert!(
+        after <= before + 4,
+        "the host holds {after} descriptors after the calls, {before} before"
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_plugin_hoarding_files_hits_its_handle_limit_and_the_host_keeps_its_descriptors() {
     let folder = Folder::new();
     folder

@@ -36,6 +36,8 @@ static CONNECT_TO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 static LIST_MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// Reads this instance has served, which `liar://count` tells.
 static READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Files `liar://keep-open/N/PATH` opened and keeps open between calls.
+static KEPT_OPEN: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 /// Set by `liar://poison` just before it traps; `liar://count` tells it.
 static POISONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -192,6 +194,28 @@ impl Guest for Liar {
                     Err(error) => break format!("error after {}: {:?}", hoard.len(), error.kind()),
                 }
             });
+            return Ok(ReadResult {
+                contents: vec![answer],
+                cache: None,
+            });
+        }
+        if let Some((count, target)) = path
+            .strip_prefix("keep-open/")
+            .and_then(|rest| rest.split_once('/'))
+        {
+            // Opens one file N more times and keeps every handle for later
+            // calls on this instance.
+            let mut kept = KEPT_OPEN
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            for _ in 0..count.parse().unwrap_or(0) {
+                match std::fs::File::open(target) {
+                    Ok(file) => kept.push(file),
+                    Err(error) => return Err(Error::Internal(format!("{:?}", error.kind()))),
+                }
+            }
+            let mut answer = content(&path, "text/plain");
+            answer.body = Body::Text(format!("{} files kept open", kept.len()));
             return Ok(ReadResult {
                 contents: vec![answer],
                 cache: None,
