@@ -58,8 +58,9 @@ static IDLE_MEMORY: AtomicUsize = AtomicUsize::new(0);
 pub struct Instance {
     pub metered: MeteredStore,
     exports: Plugin,
-    /// Its share of the host's descriptor budget: the plugin's whole
-    /// `max_handles` during a call, one per resource it holds while idle.
+    /// Its share of the host's descriptor budget: the plugin's `max_handles`
+    /// and its preopened directories during a call; while idle, one per
+    /// resource it holds and per preopened directory.
     handles: OwnedSemaphorePermit,
     /// Whether `init` ran on it.
     pub initialised: bool,
