@@ -1,7 +1,8 @@
-//! The granted directory: walking it, resolving paths inside it, and noticing
-//! what changed. The host's sandbox already keeps every access inside the
-//! grant; this module refuses `..` and empty segments so that requests for
-//! them get a clear error instead of a sandbox denial.
+//! The granted directory: walking it, reading its files, resolving paths
+//! inside it, and noticing what changed. The host's sandbox already keeps
+//! every access inside the grant; this module refuses `..` and empty
+//! segments so that requests for them get a clear error instead of a
+//! sandbox denial.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::UNIX_EPOCH;
