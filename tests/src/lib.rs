@@ -340,6 +340,13 @@ impl RawServer {
             .to_owned()
     }
 
+    /// The message of the error reading `uri` answers; panics naming the
+    /// response when it is no error.
+    pub async fn read_error(&mut self, uri: &str) -> String {
+        let response = self.read(uri).await.unwrap();
+        error_message(&response).to_owned()
+    }
+
     /// Writes one line as is.
     pub async fn send_line(&mut self, line: &str) -> Result<()> {
         self.stdin.write_all(line.as_bytes()).await?;

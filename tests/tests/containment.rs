@@ -293,8 +293,7 @@ async fn an_instance_serves_again_only_after_a_call_that_answered() {
     );
 
     // So is one whose call was cut off at its time limit.
-    let spin = server.read("liar://spin").await.unwrap();
-    let message = error_message(&spin);
+    let message = server.read_error("liar://spin").await;
     assert!(
         message.contains("plugin liar exceeded its time limit of 300 ms in read"),
         "{message}"
@@ -329,20 +328,17 @@ async fn memory_and_stack_limits_stop_a_call_and_are_named() {
         message.contains("plugin liar exceeded its memory limit of 64 MiB in read"),
         "{message}"
     );
-    let gigabyte = server.read("liar://huge/1024").await.unwrap();
-    let message = error_message(&gigabyte);
+    let message = server.read_error("liar://huge/1024").await;
     assert!(
         message.contains("plugin liar exceeded its memory limit of 64 MiB in read"),
         "{message}"
     );
-    let oversized = server.read("liar://huge/20").await.unwrap();
-    let message = error_message(&oversized);
+    let message = server.read_error("liar://huge/20").await;
     assert!(
         message.contains("it returned 20971520 bytes, over the limit of 16777216"),
         "{message}"
     );
-    let endless = server.read("liar://recurse").await.unwrap();
-    let message = error_message(&endless);
+    let message = server.read_error("liar://recurse").await;
     assert!(
         message.contains("plugin liar exceeded its stack limit of 512 KiB in read"),
         "{message}"
@@ -351,8 +347,7 @@ async fn memory_and_stack_limits_stop_a_call_and_are_named() {
         server.read_text("deep://recurse/10000").await,
         "depth 10000"
     );
-    let shallow = server.read("shallow://recurse/10000").await.unwrap();
-    let message = error_message(&shallow);
+    let message = server.read_error("shallow://recurse/10000").await;
     assert!(
         message.contains("plugin shallow exceeded its stack limit of 64 KiB in read"),
         "{message}"
@@ -377,8 +372,7 @@ async fn a_path_that_keeps_faulting_is_quarantined_alone() {
             "{spin}"
         );
     }
-    let refused = server.read("liar://spin").await.unwrap();
-    let message = error_message(&refused);
+    let message = server.read_error("liar://spin").await;
     assert!(
         message.contains("path \"spin\" of plugin liar is quarantined for another"),
         "{message}"
@@ -408,8 +402,7 @@ async fn a_plugin_whose_listing_keeps_faulting_is_quarantined_then_comes_back() 
         let listing = server.request("resources/list", json!({})).await.unwrap();
         assert!(listing["result"]["resources"].is_array(), "{listing}");
     }
-    let refused = server.read("lister://honest").await.unwrap();
-    let message = error_message(&refused);
+    let message = server.read_error("lister://honest").await;
     assert!(
         message.contains("plugin lister is quarantined for another"),
         "{message}"
@@ -470,8 +463,7 @@ async fn cpu_time_counts_only_the_plugins_own_running_code() {
         .plugin("sleeper", "liar")
         .manifest("sleeper", "[limits]\ncpu_ms = 50\n");
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
-    let spin = server.read("liar://spin").await.unwrap();
-    let message = error_message(&spin);
+    let message = server.read_error("liar://spin").await;
     assert!(
         message.contains("plugin liar exceeded its CPU time limit of 200 ms in read"),
         "{message}"

@@ -124,8 +124,7 @@ async fn a_plugin_hoarding_files_hits_its_handle_limit_and_the_host_keeps_its_de
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let before = open_descriptors(server.pid());
 
-    let hoard = server.read("liar://hoard/20000//data/x.txt").await.unwrap();
-    let message = error_message(&hoard);
+    let message = server.read_error("liar://hoard/20000//data/x.txt").await;
     assert!(
         message.contains(
             "plugin liar exceeded its limit of 256 handles (open files, sockets, streams, HTTP fields) in read"
@@ -150,8 +149,7 @@ async fn endless_error_text_is_cut_with_a_marker() {
     let folder = Folder::new();
     folder.plugin("liar", "liar").plugin("notes", "notes");
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
-    let answer = server.read("liar://long-error/67108864").await.unwrap();
-    let message = error_message(&answer);
+    let message = server.read_error("liar://long-error/67108864").await;
     assert!(message.len() < 4096 + 200, "{} bytes", message.len());
     assert!(
         message.ends_with("... [67104768 more bytes cut by resmux]"),

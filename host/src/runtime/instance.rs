@@ -151,12 +151,8 @@ impl Idle {
 
     /// The idle instance used last, if one is kept.
     pub fn take(&self) -> Option<Instance> {
-        let mut kept = lock(&self.kept);
-        let taken = kept.pop()?;
-        self.gauge.dec();
-        drop(kept);
-        IDLE_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
-        IDLE_MEMORY.fetch_sub(taken.memory, Ordering::Relaxed);
+        let taken = lock(&self.kept).pop()?;
+        self.forget(std::slice::from_ref(&taken));
         Some(taken.instance)
     }
 
@@ -181,18 +177,12 @@ impl Idle {
         if budget.free() <= budget.total() / 2 {
             return;
         }
-        if !reserve(&IDLE_IN_PROCESS, 1, MAX_IDLE) {
+        let mut kept = lock(&self.kept);
+        if kept.len() >= self.most || !reserve(&IDLE_IN_PROCESS, 1, MAX_IDLE) {
             return;
         }
         if !reserve(&IDLE_MEMORY, memory, MAX_IDLE_MEMORY) {
             IDLE_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
-            return;
-        }
-        let mut kept = lock(&self.kept);
-        if kept.len() >= self.most {
-            drop(kept);
-            IDLE_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
-            IDLE_MEMORY.fetch_sub(memory, Ordering::Relaxed);
             return;
         }
         kept.push(Kept {
@@ -224,20 +214,25 @@ impl Idle {
         none_left
     }
 
-    /// Takes instances no longer kept off the idle figures and drops them,
-    /// on a thread of their own if dropping them may block.
+    /// Drops instances no longer kept, on a thread of their own if dropping
+    /// them may block.
     fn release(&self, gone: Vec<Kept>) {
         if gone.is_empty() {
             return;
         }
+        self.forget(&gone);
+        if self.may_block {
+            tokio::task::spawn_blocking(move || drop(gone));
+        }
+    }
+
+    /// Takes instances no longer kept off the idle figures.
+    fn forget(&self, gone: &[Kept]) {
         let memory: usize = gone.iter().map(|kept| kept.memory).sum();
         self.gauge
             .dec_by(i64::try_from(gone.len()).unwrap_or(i64::MAX));
         IDLE_IN_PROCESS.fetch_sub(gone.len(), Ordering::Relaxed);
         IDLE_MEMORY.fetch_sub(memory, Ordering::Relaxed);
-        if self.may_block {
-            tokio::task::spawn_blocking(move || drop(gone));
-        }
     }
 }
 
@@ -245,11 +240,7 @@ impl Idle {
 impl Drop for Idle {
     fn drop(&mut self) {
         let all = std::mem::take(&mut *lock(&self.kept));
-        let memory: usize = all.iter().map(|kept| kept.memory).sum();
-        self.gauge
-            .dec_by(i64::try_from(all.len()).unwrap_or(i64::MAX));
-        IDLE_IN_PROCESS.fetch_sub(all.len(), Ordering::Relaxed);
-        IDLE_MEMORY.fetch_sub(memory, Ordering::Relaxed);
+        self.forget(&all);
     }
 }
 

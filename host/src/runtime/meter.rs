@@ -170,27 +170,17 @@ impl Meter {
             && let Some(index) = OPERATIONS.iter().position(|known| *known == operation)
         {
             let (calls, duration) = self.answered[index].get_or_init(|| {
-                let metrics = metrics();
-                let calls = metrics.plugin_calls.get_or_create(&PluginCall {
-                    plugin: self.plugin.plugin.clone(),
-                    operation,
-                    outcome: ended.outcome(),
-                });
-                let duration = metrics
-                    .plugin_call_duration
-                    .get_or_create(&PluginOperation {
-                        plugin: self.plugin.plugin.clone(),
-                        operation,
-                    });
-                (calls.clone(), duration.clone())
+                (
+                    self.calls(operation, ended.outcome()),
+                    self.durations(operation),
+                )
             });
             calls.inc();
             duration.observe(took.as_secs_f64());
             return;
         }
-        let metrics = metrics();
         if let Ended::Faulted(kind) = ended {
-            metrics
+            metrics()
                 .plugin_faults
                 .get_or_create(&PluginFault {
                     plugin: self.plugin.plugin.clone(),
@@ -198,24 +188,34 @@ impl Meter {
                 })
                 .inc();
         }
-        let outcome = ended.outcome();
-        metrics
+        self.calls(operation, ended.outcome()).inc();
+        if ended != Ended::Quarantined {
+            self.durations(operation).observe(took.as_secs_f64());
+        }
+    }
+
+    /// The counter of the plugin's calls of `operation` that ended in
+    /// `outcome`.
+    fn calls(&self, operation: &'static str, outcome: &'static str) -> Counter {
+        metrics()
             .plugin_calls
             .get_or_create(&PluginCall {
                 plugin: self.plugin.plugin.clone(),
                 operation,
                 outcome,
             })
-            .inc();
-        if !matches!(ended, Ended::Quarantined) {
-            metrics
-                .plugin_call_duration
-                .get_or_create(&PluginOperation {
-                    plugin: self.plugin.plugin.clone(),
-                    operation,
-                })
-                .observe(took.as_secs_f64());
-        }
+            .clone()
+    }
+
+    /// The histogram of how long the plugin's calls of `operation` took.
+    fn durations(&self, operation: &'static str) -> Histogram {
+        metrics()
+            .plugin_call_duration
+            .get_or_create(&PluginOperation {
+                plugin: self.plugin.plugin.clone(),
+                operation,
+            })
+            .clone()
     }
 
     /// Counts a quarantine that just started, of a path or of the plugin.

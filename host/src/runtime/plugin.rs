@@ -54,6 +54,8 @@ struct Shared {
     /// Whether a call may block its thread in a file operation (the plugin
     /// has file grants): its calls then run on a thread of their own.
     may_block: bool,
+    /// Directories each instance is given open, outside its resource table.
+    preopened: u32,
 }
 
 type CallResult<T> = wasmtime::Result<Result<T, super::bindings::resmux::provider::types::Error>>;
@@ -102,11 +104,12 @@ impl WasmPlugin {
     ) -> Self {
         let call_slots = Arc::new(Semaphore::new(policy.limits.concurrent_calls as usize));
         let may_block = policy.may_block();
+        let preopened = policy.descriptors_per_instance();
         let health = Arc::new(Health::default());
         let meter = Meter::new(&name, &health);
         let idle = Idle::new(
             policy.limits.concurrent_calls as usize,
-            policy.descriptors_per_instance(),
+            preopened,
             may_block,
             meter.idle(),
         );
@@ -123,6 +126,7 @@ impl WasmPlugin {
                 health,
                 meter,
                 may_block,
+                preopened,
             }),
         }
     }
@@ -318,7 +322,7 @@ impl Shared {
             On::Bare | On::Started => None,
         };
         let max_handles = self.policy.limits.max_handles;
-        let whole = max_handles.saturating_add(self.policy.descriptors_per_instance());
+        let whole = max_handles.saturating_add(self.preopened);
         let already = reused.as_ref().map_or(0, Instance::held_handles);
         let more = whole.saturating_sub(u32::try_from(already).unwrap_or(u32::MAX));
         let handles = match self.handles.try_reserve(more) {
@@ -332,7 +336,7 @@ impl Shared {
             ProviderError::Unavailable(format!(
                 "plugin {}: its max_handles of {max_handles} (and {} preopened directories) exceeds the host's descriptor budget of {}",
                 self.name,
-                self.policy.descriptors_per_instance(),
+                self.preopened,
                 self.handles.total()
             ))
         })?;
