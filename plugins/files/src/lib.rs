@@ -44,6 +44,14 @@ impl Default for Settings {
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
+/// The root as WASI opened it, by `init`.
+static ROOT: OnceLock<tree::Root> = OnceLock::new();
+
+fn root() -> Result<&'static tree::Root, Error> {
+    ROOT.get()
+        .ok_or_else(|| Error::Internal("called before init".into()))
+}
+
 fn settings() -> &'static Settings {
     SETTINGS.get_or_init(Settings::default)
 }
@@ -81,6 +89,7 @@ impl Guest for Files {
                 settings.root
             ))
         })?;
+        let _ = ROOT.set(tree::Root::open(&settings.root)?);
         let _ = SETTINGS.set(settings);
         Ok(())
     }
@@ -88,7 +97,7 @@ impl Guest for Files {
     fn list(cursor: Option<String>) -> Result<ResourcePage, Error> {
         let settings = settings();
         // The cursor is the last path sent: stable even if files come and go.
-        let (files, more) = tree::page(&settings.root, cursor.as_deref(), settings.page_size)?;
+        let (files, more) = tree::page(root()?, cursor.as_deref(), settings.page_size)?;
         Ok(ResourcePage {
             next_cursor: files.last().filter(|_| more).map(|file| file.path.clone()),
             resources: files.iter().map(resource).collect(),
@@ -121,7 +130,7 @@ impl Guest for Files {
     fn read(path: String) -> Result<ReadResult, Error> {
         let relative = encoding::decode(&path)?;
         let host_path = tree::resolve(&settings().root, &relative)?;
-        let contents = match tree::read(&settings().root, &relative)? {
+        let contents = match tree::read(root()?, &relative)? {
             tree::Found::Directory => tree::entries(&host_path, &relative)?
                 .into_iter()
                 .map(|entry| Content {

@@ -157,10 +157,9 @@ pub fn files(root: &str) -> Result<Vec<File>, Error> {
 /// files returned are looked at (`stat`), so each page costs about what it
 /// returns, however large the tree. A file gone before it is looked at is
 /// left out.
-pub fn page(root: &str, after: Option<&str>, limit: usize) -> Result<(Vec<File>, bool), Error> {
-    let root = Root::open(root)?;
+pub fn page(root: &Root, after: Option<&str>, limit: usize) -> Result<(Vec<File>, bool), Error> {
     let mut found = Vec::new();
-    collect_after(&root, "", after, limit + 1, &mut found)?;
+    collect_after(root, "", after, limit + 1, &mut found)?;
     let more = found.len() > limit;
     found.truncate(limit);
     let files = found
@@ -197,8 +196,7 @@ const READ_CHUNK: u64 = 64 * 1024;
 /// Reads the file at `relative` below `root` (following links), or says it
 /// is a directory: one open, one stat and reads of up to [`READ_CHUNK`]
 /// through WASI itself (see [`Root`]).
-pub fn read(root: &str, relative: &str) -> Result<Found, Error> {
-    let root = Root::open(root)?;
+pub fn read(root: &Root, relative: &str) -> Result<Found, Error> {
     let failed = |error| wasi_error(relative, error);
     let file = root
         .descriptor
@@ -232,8 +230,9 @@ pub fn read(root: &str, relative: &str) -> Result<Found, Error> {
 /// rather than `std::fs`: wasi-libc (under `std::fs`) asks the host for an
 /// inode hash with every directory entry it reads and every file it stats
 /// (an open, a stat and a close on the host), which resmux never needs.
-/// That was about a quarter of a listing's time.
-struct Root {
+/// That was about a quarter of a listing's time. It is opened once per
+/// instance, by `init`.
+pub struct Root {
     /// The preopened directory the root lies in.
     descriptor: Descriptor,
     /// The root's path inside it, empty if it is the preopen itself.
@@ -241,7 +240,8 @@ struct Root {
 }
 
 impl Root {
-    fn open(root: &str) -> Result<Self, Error> {
+    /// The preopened directory `root` lies in, the deepest if several do.
+    pub fn open(root: &str) -> Result<Self, Error> {
         let root = root.trim_end_matches('/');
         let mut best: Option<(Descriptor, String, usize)> = None;
         for (descriptor, preopen) in get_directories() {
