@@ -52,9 +52,9 @@ class Server:
     `args` added; stderr is drained as it comes so the server never blocks on
     a full pipe."""
 
-    def __init__(self, plugins=PLUGINS, args=(), env=None):
+    def __init__(self, plugins=PLUGINS, args=(), env=None, address="127.0.0.1:0"):
         self.process = subprocess.Popen(
-            [str(BINARY), "serve", "--plugins", str(plugins), "--page-size", "2", "--http", "127.0.0.1:0", *args],
+            [str(BINARY), "serve", "--plugins", str(plugins), "--page-size", "2", "--http", address, *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

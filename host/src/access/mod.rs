@@ -1,8 +1,9 @@
 //! Who is asking, and what they may do: the clients an operator names in a
 //! tokens file, each with a bearer token (kept only as its SHA-256), the
-//! schemes it may use and an optional rate limit on reads; and the audit log
-//! of every read ([`audit`]). The transport authenticates a request into a
-//! [`Client`]; the protocol layer answers within the client's scope.
+//! schemes it may use and an optional rate limit on reads; the
+//! clients an OAuth issuer vouches for ([`oauth`]); and the audit log of every
+//! read ([`audit`]). The transport authenticates a request into a [`Client`]
+//! of either kind; the protocol layer answers within the client's scope.
 //!
 //! ```toml
 //! [clients.alice]
@@ -13,6 +14,7 @@
 //! ```
 
 pub mod audit;
+pub mod oauth;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::num::NonZeroU32;
@@ -26,14 +28,28 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+pub use self::oauth::{Refusal, ResourceServer};
 use crate::namespace::Scope;
 
 /// One client, as every request it makes is answered.
 #[derive(Clone)]
 pub struct Client {
+    /// Unique among every client: a tokens file's name, or `oauth:` and the
+    /// token's subject.
     pub name: Arc<str>,
     pub scope: Scope,
+    pub identity: Arc<Identity>,
     reads: Option<Arc<ReadLimit>>,
+}
+
+/// Who a client is, the same whether a tokens file or an OAuth issuer
+/// vouches for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub subject: String,
+    pub client_id: Option<String>,
+    pub scopes: BTreeSet<String>,
+    pub groups: Vec<String>,
 }
 
 struct ReadLimit {
@@ -46,6 +62,7 @@ impl std::fmt::Debug for Client {
         out.debug_struct("Client")
             .field("name", &self.name)
             .field("scope", &self.scope)
+            .field("identity", &self.identity)
             .finish_non_exhaustive()
     }
 }
@@ -57,6 +74,23 @@ impl Client {
         Self {
             name: "local".into(),
             scope: Scope::All,
+            identity: Arc::new(Identity {
+                subject: "local".to_owned(),
+                client_id: None,
+                scopes: BTreeSet::new(),
+                groups: Vec::new(),
+            }),
+            reads: None,
+        }
+    }
+
+    /// The client an OAuth token names. Until per-URI policies decide,
+    /// it may use every scheme; the token's scopes let it in at all.
+    pub fn from_oauth(identity: Identity) -> Self {
+        Self {
+            name: format!("oauth:{}", identity.subject).into(),
+            scope: Scope::All,
+            identity: Arc::new(identity),
             reads: None,
         }
     }
@@ -75,6 +109,28 @@ impl Client {
                 wait.as_millis().max(1)
             )
         })
+    }
+}
+
+/// Everyone who may connect over HTTP: a tokens file's clients, an OAuth
+/// issuer's, or both.
+#[derive(Debug)]
+pub struct Admission {
+    pub tokens: Option<AccessList>,
+    pub oauth: Option<ResourceServer>,
+}
+
+impl Admission {
+    /// The client whose bearer `token` this is: a tokens file's first, then
+    /// the issuer's.
+    pub async fn admit(&self, token: &str) -> Result<Client, Refusal> {
+        if let Some(client) = self.tokens.as_ref().and_then(|tokens| tokens.client(token)) {
+            return Ok(client.clone());
+        }
+        match &self.oauth {
+            Some(server) => server.authenticate(token).await,
+            None => Err(Refusal::InvalidToken("the token is not valid".to_owned())),
+        }
     }
 }
 
@@ -125,6 +181,12 @@ impl AccessList {
         let base = path.parent().unwrap_or(Path::new("."));
         let mut by_token_hash = HashMap::new();
         for (name, entry) in file.clients {
+            if name.contains(':') {
+                bail!(
+                    "client {name:?} of {}: a client's name has no `:`",
+                    path.display()
+                );
+            }
             let hash = token_hash(&entry, base)
                 .with_context(|| format!("client {name:?} of {}", path.display()))?;
             let scope = if entry.schemes.iter().any(|scheme| scheme == "*") {
@@ -138,9 +200,16 @@ impl AccessList {
                     limiter: RateLimiter::direct(Quota::per_minute(per_minute)),
                 })
             });
+            let identity = Identity {
+                subject: name.clone(),
+                client_id: Some(name.clone()),
+                scopes: BTreeSet::new(),
+                groups: Vec::new(),
+            };
             let client = Client {
                 name: name.as_str().into(),
                 scope,
+                identity: Arc::new(identity),
                 reads,
             };
             if by_token_hash.insert(hash, client).is_some() {

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 
-use resmux::access::AccessList;
 use resmux::access::audit::AuditLog;
+use resmux::access::{AccessList, Admission, ResourceServer};
 use resmux::catalog::{self, Loading};
 use resmux::namespace::{Namespace, changes};
 use resmux::policy::Ceiling;
@@ -79,6 +79,11 @@ pub enum Command {
         /// to whoever reaches the address.
         #[arg(long, env = "RESMUX_TOKENS", requires = "http")]
         tokens: Option<PathBuf>,
+        /// An auth file whose `[oauth]` table makes resmux an OAuth 2.1
+        /// resource server: access tokens of that issuer, for this server,
+        /// let clients in (beside the tokens file's, if both are given).
+        #[arg(long, env = "RESMUX_AUTH", requires = "http")]
+        auth: Option<PathBuf>,
         /// HTTP connections open at once; more are closed as they arrive.
         #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, requires = "http")]
         max_connections: usize,
@@ -341,18 +346,25 @@ pub async fn run(command: Command) -> Result<()> {
             allowed_origins,
             no_tools,
             tokens,
+            auth,
             max_connections,
             audit_log,
             response_cache_mib,
             metrics,
             trace_uris,
         } => {
-            let access = tokens.as_deref().map(AccessList::read).transpose()?;
+            let tokens = tokens.as_deref().map(AccessList::read).transpose()?;
+            let oauth = auth.as_deref().map(ResourceServer::read).transpose()?;
+            if let Some(oauth) = &oauth {
+                oauth.prefetch_keys().await;
+            }
+            let access = (tokens.is_some() || oauth.is_some())
+                .then(|| Arc::new(Admission { tokens, oauth }));
             let http = http.map(|address| HttpOptions {
                 address,
                 allowed_hosts,
                 allowed_origins,
-                access: access.map(Arc::new),
+                access,
                 max_connections,
             });
             let audit = audit_log.as_deref().map(AuditLog::open).transpose()?;

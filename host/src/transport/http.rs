@@ -3,9 +3,9 @@
 //! `Host` header must name an allowed host (loopback unless the operator names
 //! others), and a request with an `Origin` header must come from an allowed
 //! origin, or it gets 403: a web page cannot reach a local resmux through DNS
-//! rebinding. With an access list, every request must carry the bearer token
-//! of a listed client (or get 401 and a `WWW-Authenticate` challenge), and is
-//! handed on as that client; a legacy session belongs to the client that
+//! rebinding. With an access list or an OAuth issuer, every request must
+//! carry the bearer token of a listed client or a valid access token (or get
+//! a `WWW-Authenticate` challenge), and is handed on as that client; a legacy session belongs to the client that
 //! opened it ([`super::sessions`]). A client must send its request headers
 //! within [`HEADER_TIMEOUT`], and at most `max_connections` connections are
 //! open at once (more are closed as they arrive). SIGINT and SIGTERM stop it
@@ -31,8 +31,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::challenge;
 use super::sessions::{MAX_SESSIONS_PER_CLIENT, SessionOwners};
-use crate::access::{AccessList, Client};
+use crate::access::{Admission, Client};
 use crate::protocol::Observed;
 
 /// How long a client may take to send a request's headers.
@@ -50,14 +51,14 @@ pub struct HttpOptions {
     /// Browser origins allowed besides loopback ones, e.g. `https://app.example.com:443`.
     pub allowed_origins: Vec<String>,
     /// The clients allowed in; without it, anyone who reaches the address.
-    pub access: Option<Arc<AccessList>>,
+    pub access: Option<Arc<Admission>>,
     /// Connections open at once; more are closed as they arrive.
     pub max_connections: usize,
 }
 
 /// What the authenticating layer needs.
 struct Gate {
-    access: Arc<AccessList>,
+    access: Arc<Admission>,
     sessions: SessionOwners,
 }
 
@@ -91,11 +92,15 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
         StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
     let mut router = axum::Router::new().nest_service("/mcp", service);
     if let Some(access) = options.access {
+        let metadata = access.oauth.as_ref().map(challenge::metadata_routes);
         let gate = Arc::new(Gate {
             access,
             sessions: SessionOwners::new(sessions),
         });
         router = router.layer(axum::middleware::from_fn_with_state(gate, authenticate));
+        if let Some(metadata) = metadata {
+            router = router.merge(metadata);
+        }
     }
     let router = router.merge(super::observe::probes());
     let listener = TcpListener::bind(options.address)
@@ -168,10 +173,10 @@ pub(super) async fn accept(
     graceful
 }
 
-/// Lets a request in as the client whose bearer token it carries, or answers
-/// 401 with a challenge (RFC 6750) naming what was wrong. A request on a
-/// session another client opened is answered 404, as for a session that does
-/// not exist.
+/// Lets a request in as the client whose bearer token it carries, without
+/// the token, or answers with a challenge naming what was wrong
+/// ([`challenge`]). A request on a session another client opened is answered
+/// 404, as for a session that does not exist.
 async fn authenticate(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
     let presented = request
         .headers()
@@ -179,18 +184,22 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut request: Request, next:
         .and_then(|value| value.to_str().ok())
         .and_then(|value| {
             let (scheme, token) = value.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| token.trim().to_owned())
         });
+    let oauth = gate.access.oauth.as_ref();
     let Some(token) = presented else {
-        return unauthorized("Bearer realm=\"resmux\"", "a bearer token is required");
+        return challenge::refusal(oauth, None);
     };
-    let Some(client) = gate.access.client(token).cloned() else {
-        tracing::warn!("refused a request with an unknown bearer token");
-        return unauthorized(
-            "Bearer realm=\"resmux\", error=\"invalid_token\", error_description=\"the token is not valid\"",
-            "the bearer token is not valid",
-        );
+    let client = match gate.access.admit(&token).await {
+        Ok(client) => client,
+        Err(refusal) => {
+            tracing::warn!("refused a request: {refusal}");
+            return challenge::refusal(oauth, Some(&refusal));
+        }
     };
+    request.headers_mut().remove(header::AUTHORIZATION);
     let session = request
         .headers()
         .get(SESSION_HEADER)
@@ -233,15 +242,6 @@ async fn bind_new_session(gate: &Gate, client: &Client, response: Response) -> R
             "client {} holds {MAX_SESSIONS_PER_CLIENT} sessions, the most allowed; close one first",
             client.name
         ),
-    )
-        .into_response()
-}
-
-fn unauthorized(challenge: &'static str, message: &'static str) -> Response {
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, challenge)],
-        message,
     )
         .into_response()
 }

@@ -3,6 +3,7 @@
 //! that belong to the wire (`Host`, `Origin`) live here, and so does the
 //! operator's listener for metrics and probes ([`observe`]).
 
+mod challenge;
 mod http;
 mod observe;
 mod sessions;

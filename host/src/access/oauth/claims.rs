@@ -1,0 +1,94 @@
+//! From a verified token's claims to who is asking: the subject (`sub`, a
+//! name RFC 9068 requires), the client id (`client_id`, then
+//! `azp`, then Entra ID's `appid`), the scopes (`scope` as RFC 9068 and
+//! RFC 8693 give it, or `scp` as a string or a list), and the groups (the
+//! operator's claim, a string or a list). Also the words a refusal uses.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::errors::{Error, ErrorKind};
+use serde_json::{Map, Value};
+
+use crate::access::Identity;
+
+impl Identity {
+    /// Who a verified token's `claims` name.
+    pub fn from_claims(claims: &Map<String, Value>, groups_claim: &str) -> Result<Self, String> {
+        let client_id = ["client_id", "azp", "appid"]
+            .iter()
+            .find_map(|name| claims.get(*name).and_then(Value::as_str))
+            .map(str::to_owned);
+        let subject = match claims.get("sub") {
+            Some(Value::String(subject)) if !subject.is_empty() => subject.clone(),
+            Some(_) => return Err("the token's \"sub\" claim is not a name".to_owned()),
+            None => return Err("the token has no \"sub\" claim".to_owned()),
+        };
+        let scopes = ["scope", "scp"]
+            .iter()
+            .find_map(|name| claims.get(*name))
+            .map(|value| strings(value, true))
+            .transpose()
+            .map_err(|()| "the token's scopes are neither a string nor a list of strings")?
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let groups = claims
+            .get(groups_claim)
+            .map(|value| strings(value, false))
+            .transpose()
+            .map_err(|()| {
+                format!("the token's {groups_claim:?} is neither a string nor a list of strings")
+            })?
+            .unwrap_or_default();
+        Ok(Self {
+            subject,
+            client_id,
+            scopes,
+            groups,
+        })
+    }
+}
+
+/// A list of strings, or one string (split at spaces when `split`).
+fn strings(value: &Value, split: bool) -> Result<Vec<String>, ()> {
+    match value {
+        Value::String(text) if split => Ok(text.split_whitespace().map(str::to_owned).collect()),
+        Value::String(text) => Ok(vec![text.clone()]),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned).ok_or(()))
+            .collect(),
+        _ => Err(()),
+    }
+}
+
+/// Why a token's header does not parse: it is no JWT at all, or it names an
+/// algorithm outside JWS's signatures (such as `none`).
+pub fn unreadable_header(token: &str) -> String {
+    let names_an_algorithm = token
+        .split('.')
+        .next()
+        .and_then(|header| URL_SAFE_NO_PAD.decode(header).ok())
+        .and_then(|header| serde_json::from_slice::<Map<String, Value>>(&header).ok())
+        .is_some_and(|header| header.contains_key("alg"));
+    if names_an_algorithm {
+        "the token's header names no signature algorithm this server accepts".to_owned()
+    } else {
+        "the token is not a JWT".to_owned()
+    }
+}
+
+/// What was wrong with a token, in words for the client and the log.
+pub fn describe(error: &Error) -> String {
+    match error.kind() {
+        ErrorKind::ExpiredSignature => "the token has expired".to_owned(),
+        ErrorKind::ImmatureSignature => "the token is not valid yet".to_owned(),
+        ErrorKind::InvalidIssuer => "the token is from another issuer".to_owned(),
+        ErrorKind::InvalidAudience => "the token is for another resource".to_owned(),
+        ErrorKind::InvalidSignature => "the token's signature does not verify".to_owned(),
+        ErrorKind::InvalidAlgorithm => "the token's algorithm does not match its key".to_owned(),
+        ErrorKind::MissingRequiredClaim(claim) => format!("the token has no {claim:?} claim"),
+        ErrorKind::InvalidClaimFormat(claim) => format!("the token's {claim:?} claim is malformed"),
+        _ => format!("the token is malformed: {error}"),
+    }
+}

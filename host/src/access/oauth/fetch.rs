@@ -1,0 +1,75 @@
+//! Fetching the issuer's documents (metadata, keys): HTTPS checked against
+//! the system's trust store, plain HTTP only on loopback, no redirects, a
+//! time limit and a size limit.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::de::DeserializeOwned;
+use url::Url;
+
+/// The longest a document may take to arrive.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest document read.
+const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
+/// An HTTP client for the issuer's documents.
+#[derive(Clone)]
+pub struct Fetcher {
+    client: reqwest::Client,
+}
+
+impl Fetcher {
+    pub fn new() -> Result<Self> {
+        // reqwest takes the process's TLS provider; resmux uses ring throughout.
+        let _already_installed = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("resmux/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("cannot build the HTTP client for the issuer")?;
+        Ok(Self { client })
+    }
+
+    /// GETs `url` and parses its body as JSON.
+    pub async fn json<T: DeserializeOwned>(&self, url: &Url) -> Result<T> {
+        require_secure(url)?;
+        let mut response = self.client.get(url.clone()).send().await?;
+        if !response.status().is_success() {
+            bail!("answered {}", response.status());
+        }
+        if response
+            .content_length()
+            .is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64)
+        {
+            bail!("is larger than {MAX_DOCUMENT_BYTES} bytes");
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await? {
+            if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+                bail!("is larger than {MAX_DOCUMENT_BYTES} bytes");
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body).context("is not the JSON expected")
+    }
+}
+
+/// HTTPS, or HTTP to a loopback host.
+pub fn require_secure(url: &Url) -> Result<()> {
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if is_loopback(url) => Ok(()),
+        _ => bail!("{url} must be an https: URL (http: only on loopback)"),
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(address)) => address.is_loopback(),
+        Some(url::Host::Ipv6(address)) => address.is_loopback(),
+        None => false,
+    }
+}

@@ -1,0 +1,315 @@
+//! resmux as an OAuth 2.1 resource server (MCP authorization): a bearer JWT
+//! access token is accepted when the issuer's key verifies it with an
+//! algorithm the operator allows (never `none`, never a shared secret), its
+//! `iss` is the issuer, its `aud` names this server's resource (RFC 8707),
+//! it is within `exp`/`nbf` give or take the leeway, and it carries every
+//! required scope. The token then becomes a [`Client`] like a static token's,
+//! with the subject, client id, groups and scopes its claims name. The token
+//! itself goes no further.
+//!
+//! ```toml
+//! [oauth]
+//! issuer = "https://login.example.com/realms/acme"
+//! resource = "https://mcp.example.com/mcp"   # the audience: this server's URI
+//! scopes = ["mcp:read"]                      # every request needs all of them (one at least)
+//! algorithms = ["RS256", "ES256"]            # the default: RS256, PS256, ES256, EdDSA
+//! leeway_seconds = 30
+//! groups_claim = "groups"                    # Entra ID: "roles"
+//! jwks_uri = "https://…"                     # optional; discovered otherwise
+//! jwks_refetch_seconds = 10                  # least time between key fetches
+//! ```
+
+mod claims;
+mod fetch;
+mod keys;
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use jsonwebtoken::{Algorithm, Validation};
+use serde::Deserialize;
+use url::Url;
+
+use self::fetch::{Fetcher, require_secure};
+use self::keys::Keys;
+use super::{Client, Identity};
+
+/// What `[oauth]` of an auth file says.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OAuthSection {
+    issuer: String,
+    resource: String,
+    #[serde(default)]
+    scopes: Vec<String>,
+    algorithms: Option<Vec<String>>,
+    #[serde(default = "default_leeway")]
+    leeway_seconds: u64,
+    #[serde(default = "default_groups_claim")]
+    groups_claim: String,
+    jwks_uri: Option<String>,
+    #[serde(default = "default_refetch")]
+    jwks_refetch_seconds: u64,
+}
+
+fn default_leeway() -> u64 {
+    30
+}
+fn default_groups_claim() -> String {
+    "groups".to_owned()
+}
+fn default_refetch() -> u64 {
+    10
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthFile {
+    oauth: OAuthSection,
+}
+
+/// The least time between two fetches of the issuer's keys.
+const MIN_REFETCH_SECONDS: u64 = 1;
+/// The longest bearer token looked at.
+const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// The most leeway an operator may give a token's times.
+const MAX_LEEWAY_SECONDS: u64 = 300;
+/// Signature algorithms with a public key, the only ones resmux accepts.
+const PUBLIC_KEY_ALGORITHMS: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+const DEFAULT_ALGORITHMS: [Algorithm; 4] = [
+    Algorithm::RS256,
+    Algorithm::PS256,
+    Algorithm::ES256,
+    Algorithm::EdDSA,
+];
+
+/// Why a bearer token is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// Not a token of this issuer for this server, or no longer valid.
+    #[error("{0}")]
+    InvalidToken(String),
+    /// Valid, but without every scope these requests need.
+    #[error("the token lacks the scopes {}", .missing.join(" "))]
+    InsufficientScope { missing: Vec<String> },
+}
+
+/// The resource server: its configuration and the issuer's keys.
+pub struct ResourceServer {
+    issuer: String,
+    /// Exactly as the operator wrote it: tokens name it so in `aud`.
+    resource: String,
+    resource_url: Url,
+    scopes: Vec<String>,
+    groups_claim: String,
+    validation: Validation,
+    keys: Keys,
+}
+
+impl std::fmt::Debug for ResourceServer {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        out.debug_struct("ResourceServer")
+            .field("issuer", &self.issuer)
+            .field("resource", &self.resource)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResourceServer {
+    /// Reads the `[oauth]` table of an auth file.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read auth file {}", path.display()))?;
+        let file: AuthFile = toml::from_str(&text)
+            .with_context(|| format!("invalid auth file {}", path.display()))?;
+        Self::new(file.oauth).with_context(|| format!("[oauth] of {}", path.display()))
+    }
+
+    fn new(section: OAuthSection) -> Result<Self> {
+        let issuer_url = Url::parse(&section.issuer)
+            .with_context(|| format!("`issuer` {:?} is not a URL", section.issuer))?;
+        require_secure(&issuer_url).context("`issuer`")?;
+        let resource_url = Url::parse(&section.resource)
+            .with_context(|| format!("`resource` {:?} is not a URL", section.resource))?;
+        require_secure(&resource_url).context("`resource`")?;
+        if resource_url.fragment().is_some() || resource_url.query().is_some() {
+            bail!("`resource` {resource_url} must have neither a query nor a fragment (RFC 8707)");
+        }
+        if resource_url.path().contains(['{', '}', ':', '*']) {
+            bail!("`resource` {resource_url} has a path with `{{`, `}}`, `:` or `*`");
+        }
+        if section.scopes.is_empty() {
+            bail!(
+                "`scopes` names none: name at least one, or every token the issuer mints for \
+                 this resource gets in"
+            );
+        }
+        if section.jwks_refetch_seconds < MIN_REFETCH_SECONDS {
+            bail!("`jwks_refetch_seconds` is at least {MIN_REFETCH_SECONDS}");
+        }
+        let jwks_uri = section
+            .jwks_uri
+            .as_deref()
+            .map(|uri| {
+                let url =
+                    Url::parse(uri).with_context(|| format!("`jwks_uri` {uri:?} is not a URL"))?;
+                require_secure(&url).context("`jwks_uri`")?;
+                anyhow::Ok(url)
+            })
+            .transpose()?;
+        if section.leeway_seconds > MAX_LEEWAY_SECONDS {
+            bail!("`leeway_seconds` is at most {MAX_LEEWAY_SECONDS}");
+        }
+        if let Some(scope) = section
+            .scopes
+            .iter()
+            .find(|scope| scope.is_empty() || !scope.chars().all(is_scope_char))
+        {
+            bail!("`scopes` holds {scope:?}, which is not a scope token (RFC 6749 §3.3)");
+        }
+        let algorithms = match &section.algorithms {
+            None => DEFAULT_ALGORITHMS.to_vec(),
+            Some(names) if names.is_empty() => bail!("`algorithms` names none"),
+            Some(names) => names
+                .iter()
+                .map(|name| public_key_algorithm(name))
+                .collect::<Result<_>>()?,
+        };
+        let mut validation = Validation::new(algorithms[0]);
+        validation.algorithms = algorithms;
+        validation.set_issuer(&[&section.issuer]);
+        validation.set_audience(&[&section.resource]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.leeway = section.leeway_seconds;
+        validation.validate_nbf = true;
+        let keys = Keys::new(
+            section.issuer.clone(),
+            jwks_uri,
+            Duration::from_secs(section.jwks_refetch_seconds),
+            Fetcher::new()?,
+        );
+        Ok(Self {
+            issuer: section.issuer,
+            resource: section.resource,
+            resource_url,
+            scopes: section.scopes,
+            groups_claim: section.groups_claim,
+            validation,
+            keys,
+        })
+    }
+
+    /// Fetches the issuer's keys at start. A failure is logged, not fatal:
+    /// the keys are fetched again when a token arrives.
+    pub async fn prefetch_keys(&self) {
+        match self.keys.prefetch().await {
+            Some(count) => {
+                tracing::info!(issuer = %self.issuer, "fetched {count} keys of the issuer")
+            }
+            None => tracing::warn!(
+                issuer = %self.issuer,
+                "no keys of the issuer yet; will try again when a token arrives"
+            ),
+        }
+    }
+
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// This server's resource URI, as the operator wrote it: the audience
+    /// its tokens must name.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// The same, parsed.
+    pub fn resource_url(&self) -> &Url {
+        &self.resource_url
+    }
+
+    /// The scopes every request needs.
+    pub fn scopes(&self) -> &[String] {
+        &self.scopes
+    }
+
+    /// The client a bearer `token` stands for, or why it is refused.
+    pub async fn authenticate(&self, token: &str) -> Result<Client, Refusal> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(Refusal::InvalidToken(format!(
+                "the token is longer than {MAX_TOKEN_BYTES} bytes"
+            )));
+        }
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| Refusal::InvalidToken(claims::unreadable_header(token)))?;
+        if !self.validation.algorithms.contains(&header.alg) {
+            return Err(Refusal::InvalidToken(format!(
+                "the token is signed with {:?}, which this server does not accept",
+                header.alg
+            )));
+        }
+        let key = self
+            .keys
+            .key(header.kid.as_deref())
+            .await
+            .map_err(|error| Refusal::InvalidToken(error.to_string()))?;
+        if key
+            .algorithm
+            .is_some_and(|algorithm| algorithm != header.alg)
+        {
+            return Err(Refusal::InvalidToken(format!(
+                "the token's algorithm {:?} is not its key's",
+                header.alg
+            )));
+        }
+        // jsonwebtoken wants every algorithm it may accept to fit the key:
+        // this token's, already checked against the operator's list.
+        let mut validation = self.validation.clone();
+        validation.algorithms = vec![header.alg];
+        let data = jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(
+            token,
+            &key.decoding,
+            &validation,
+        )
+        .map_err(|error| Refusal::InvalidToken(claims::describe(&error)))?;
+        let identity = Identity::from_claims(&data.claims, &self.groups_claim)
+            .map_err(Refusal::InvalidToken)?;
+        let missing = self
+            .scopes
+            .iter()
+            .filter(|scope| !identity.scopes.contains(*scope))
+            .cloned()
+            .collect::<Vec<_>>();
+        if !missing.is_empty() {
+            return Err(Refusal::InsufficientScope { missing });
+        }
+        Ok(Client::from_oauth(identity))
+    }
+}
+
+fn public_key_algorithm(name: &str) -> Result<Algorithm> {
+    let algorithm: Algorithm = name
+        .parse()
+        .ok()
+        .with_context(|| format!("`algorithms` names {name:?}, which is no JWS algorithm"))?;
+    if !PUBLIC_KEY_ALGORITHMS.contains(&algorithm) {
+        bail!("`algorithms` names {name:?}: only public-key algorithms are accepted");
+    }
+    Ok(algorithm)
+}
+
+/// RFC 6749's `NQCHAR` without the space.
+fn is_scope_char(character: char) -> bool {
+    matches!(character, '\x21' | '\x23'..='\x5b' | '\x5d'..='\x7e')
+}

@@ -1,0 +1,347 @@
+"""resmux as an OAuth 2.1 resource server, against a real OpenID provider:
+`oidc-provider` from npm (tests/node/idp.mjs), issuing client-credentials JWT
+access tokens with resource indicators. Each refusal is checked for its
+status, its exact `WWW-Authenticate` challenge, the reason resmux logs, and
+that nothing was served; the official Python client finds its way in from
+the 401 alone."""
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import re
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from conftest import INITIALIZE, ROOT, all_resource_uris
+
+NODE = ROOT / "tests/node/node_modules/.bin/node"
+IDP = ROOT / "tests/node/idp.mjs"
+STATIC_TOKEN = "static-token-0123456789"
+CLIENTS = [
+    {"client_id": "reader", "client_secret": "readersecret0123", "scope": "mcp:read", "groups": ["finance"]},
+    {"client_id": "guest", "client_secret": "guestsecret01234", "scope": "mcp:other", "groups": []},
+]
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Provider:
+    """idp.mjs on an ephemeral loopback port, issuing tokens for `resource`."""
+
+    def __init__(self, resource, tmp_path):
+        config = tmp_path / "idp.json"
+        config.write_text(json.dumps({"resource": resource, "scopes": ["mcp:read", "mcp:other"], "clients": CLIENTS}))
+        self.process = subprocess.Popen(
+            [str(NODE), str(IDP), str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        ready = json.loads(self.process.stdout.readline())
+        self.issuer, self.admin = ready["issuer"], ready["admin"]
+
+    def post(self, url, data, headers):
+        request = urllib.request.Request(url, data=data, method="POST", headers=headers)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+
+    def token(self, client, scope, resource):
+        form = {"grant_type": "client_credentials", "resource": resource}
+        if scope:
+            form["scope"] = scope
+        secret = next(entry["client_secret"] for entry in CLIENTS if entry["client_id"] == client)
+        basic = base64.b64encode(f"{client}:{secret}".encode()).decode()
+        answer = self.post(
+            f"{self.issuer}/token",
+            urllib.parse.urlencode(form).encode(),
+            {"Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded"},
+        )
+        return answer["access_token"]
+
+    def sign(self, claims, header=None):
+        body = json.dumps({"claims": claims, "header": header or {}}).encode()
+        return self.post(f"{self.admin}/sign", body, {"Content-Type": "application/json"})["token"]
+
+    def rotate(self):
+        return self.post(f"{self.admin}/rotate", b"{}", {"Content-Type": "application/json"})["kid"]
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(30)
+
+
+@pytest.fixture
+def provider_and_resource(tmp_path):
+    assert NODE.exists(), "run npm ci in tests/node first"
+    resource = f"http://127.0.0.1:{free_port()}/mcp"
+    provider = Provider(resource, tmp_path)
+    yield provider, resource
+    provider.stop()
+
+
+def protected(serve, tmp_path, provider, resource, refetch_seconds=1, tokens=False):
+    auth = tmp_path / "auth.toml"
+    auth.write_text(
+        "[oauth]\n"
+        f'issuer = "{provider.issuer}"\n'
+        f'resource = "{resource}"\n'
+        'scopes = ["mcp:read"]\n'
+        f"jwks_refetch_seconds = {refetch_seconds}\n"
+    )
+    args = ["--auth", str(auth)]
+    if tokens:
+        tokens_file = tmp_path / "tokens.toml"
+        digest = hashlib.sha256(STATIC_TOKEN.encode()).hexdigest()
+        tokens_file.write_text(f'[clients.ops]\ntoken_sha256 = "{digest}"\nschemes = ["notes"]\n')
+        args += ["--tokens", str(tokens_file)]
+    address = urllib.parse.urlsplit(resource).netloc
+    return serve(args=args, address=address)
+
+
+@pytest.fixture
+def guarded(serve, tmp_path, provider_and_resource):
+    provider, resource = provider_and_resource
+    server = protected(serve, tmp_path, provider, resource, tokens=True)
+    server.provider, server.resource = provider, resource
+    return server
+
+
+def initialize(url, token=None):
+    """POSTs `initialize`, with `token` as the bearer if given: the status,
+    the headers and the body."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=INITIALIZE, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read().decode()
+
+
+def metadata_url(server):
+    return server.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+
+
+def challenge(server, *parts):
+    return ", ".join(['Bearer realm="resmux"', *parts, f'resource_metadata="{metadata_url(server)}"', 'scope="mcp:read"'])
+
+
+def assert_refused(server, token, status, www_authenticate, reason):
+    code, headers, body = initialize(server.url, token)
+    assert (code, headers["WWW-Authenticate"]) == (status, www_authenticate)
+    assert "jsonrpc" not in body and "mcp-session-id" not in headers
+    if reason is None:
+        return
+    deadline = time.monotonic() + 30
+    while f"refused a request: {reason}" not in "".join(server.log):
+        assert time.monotonic() < deadline, "".join(server.log)
+        time.sleep(0.05)
+
+
+def claims(server, **changes):
+    """The claims of a valid token, with `changes`; a claim changed to None
+    is left out."""
+    now = int(time.time())
+    base = {
+        "iss": server.provider.issuer,
+        "aud": server.resource,
+        "sub": "reader",
+        "client_id": "reader",
+        "scope": "mcp:read",
+        "iat": now,
+        "exp": now + 300,
+    }
+    return {name: value for name, value in {**base, **changes}.items() if value is not None}
+
+
+def test_the_metadata_names_the_issuer_at_both_well_known_locations(guarded):
+    expected = {
+        "resource": guarded.resource,
+        "authorization_servers": [guarded.provider.issuer],
+        "scopes_supported": ["mcp:read"],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "resmux",
+    }
+    root = guarded.url.replace("/mcp", "/.well-known/oauth-protected-resource")
+    for url in (metadata_url(guarded), root):
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert json.load(response) == expected
+
+
+def test_a_token_of_the_issuer_for_this_server_is_let_in(guarded):
+    token = guarded.provider.token("reader", "mcp:read", guarded.resource)
+    status, headers, body = initialize(guarded.url, token)
+    assert status == 200 and headers["mcp-session-id"]
+    assert '"serverInfo"' in body
+
+
+def test_no_token_gets_a_challenge_naming_the_metadata_and_scopes(guarded):
+    assert_refused(guarded, None, 401, challenge(guarded), None)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"exp": int(time.time()) - 3600, "iat": int(time.time()) - 7200}, "the token has expired"),
+        ({"aud": "http://127.0.0.1:1/other"}, "the token is for another resource"),
+        ({"iss": "http://127.0.0.1:1/another-issuer"}, "the token is from another issuer"),
+        ({"nbf": int(time.time()) + 3600}, "the token is not valid yet"),
+        ({"exp": None}, "the token has no 'exp' claim"),
+        ({"sub": None}, "the token has no 'sub' claim"),
+        ({"sub": 42}, "the token's 'sub' claim is not a name"),
+    ],
+)
+def test_a_signed_token_with_a_wrong_claim_is_refused(guarded, change, reason):
+    token = guarded.provider.sign(claims(guarded, **change))
+    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    # The log quotes the claim's name as it is; the challenge cannot.
+    assert_refused(guarded, token, 401, expected, re.sub(r"'(\w+)'", r'"\1"', reason))
+
+
+def test_a_token_with_a_bad_signature_is_refused(guarded):
+    header, payload, signature = guarded.provider.token("reader", "mcp:read", guarded.resource).split(".")
+    forged = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    forged["scope"] = "mcp:read mcp:other"
+    forged_payload = base64.urlsafe_b64encode(json.dumps(forged).encode()).decode().rstrip("=")
+    reason = "the token's signature does not verify"
+    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    assert_refused(guarded, f"{header}.{forged_payload}.{signature}", 401, expected, reason)
+
+
+def test_an_unsigned_token_is_refused(guarded):
+    token = guarded.provider.sign(claims(guarded), {"alg": "none"})
+    assert token.endswith(".")
+    reason = "the token's header names no signature algorithm this server accepts"
+    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    assert_refused(guarded, token, 401, expected, reason)
+
+
+def test_a_token_signed_with_the_public_key_as_a_shared_secret_is_refused(guarded):
+    with urllib.request.urlopen(f"{guarded.provider.issuer}/jwks", timeout=30) as response:
+        key = json.load(response)["keys"][0]
+
+    def part(value):
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    signing_input = f"{part({'alg': 'HS256', 'typ': 'at+jwt', 'kid': key['kid']})}.{part(claims(guarded))}"
+    secret = json.dumps(key).encode()
+    signature = base64.urlsafe_b64encode(hmac.new(secret, signing_input.encode(), "sha256").digest()).decode()
+    reason = "the token is signed with HS256, which this server does not accept"
+    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    assert_refused(guarded, f"{signing_input}.{signature.rstrip('=')}", 401, expected, reason)
+
+
+def test_a_token_without_the_required_scope_gets_403_naming_it(guarded):
+    token = guarded.provider.token("guest", "mcp:other", guarded.resource)
+    expected = challenge(guarded, 'error="insufficient_scope"')
+    assert_refused(guarded, token, 403, expected, "the token lacks the scopes mcp:read")
+
+
+def test_a_static_token_still_works_beside_oauth(guarded):
+    status, headers, _ = initialize(guarded.url, STATIC_TOKEN)
+    assert status == 200 and headers["mcp-session-id"]
+    reason = "the token is not a JWT"
+    code, headers, body = initialize(guarded.url, "not-a-known-token-at-all")
+    assert code == 401 and "jsonrpc" not in body
+    assert headers["WWW-Authenticate"].startswith(f'Bearer realm="resmux", error="invalid_token", error_description="{reason}')
+    assert headers["WWW-Authenticate"].endswith(f'resource_metadata="{metadata_url(guarded)}", scope="mcp:read"')
+
+
+def test_a_rotated_key_is_fetched_when_a_token_names_it(guarded):
+    before = guarded.provider.token("reader", "mcp:read", guarded.resource)
+    assert initialize(guarded.url, before)[0] == 200
+    new_kid = guarded.provider.rotate()
+    after = guarded.provider.token("reader", "mcp:read", guarded.resource)
+    assert json.loads(base64.urlsafe_b64decode(after.split(".")[0] + "=="))["kid"] == new_kid
+    # The keys are fetched at most once a second (jwks_refetch_seconds = 1):
+    # until then the new key is unknown, and said so.
+    unknown = challenge(
+        guarded, 'error="invalid_token"', f"error_description=\"the issuer has no key '{new_kid}'\""
+    )
+    deadline = time.monotonic() + 30
+    while (answer := initialize(guarded.url, after))[0] != 200:
+        assert (answer[0], answer[1]["WWW-Authenticate"]) == (401, unknown)
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert initialize(guarded.url, before)[0] == 200
+
+
+def test_a_token_too_long_to_be_one_is_not_decoded(guarded):
+    reason = "the token is longer than 16384 bytes"
+    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    assert_refused(guarded, "e" * 20000, 401, expected, reason)
+
+
+def test_unknown_keys_are_not_fetched_again_within_the_refetch_interval(serve, tmp_path, provider_and_resource):
+    provider, resource = provider_and_resource
+    server = protected(serve, tmp_path, provider, resource, refetch_seconds=3600)
+    server.provider, server.resource = provider, resource
+    before = provider.token("reader", "mcp:read", resource)
+    assert initialize(server.url, before)[0] == 200
+    new_kid = provider.rotate()
+    after = provider.token("reader", "mcp:read", resource)
+    reason = f"the issuer has no key '{new_kid}'"
+    expected = challenge(server, 'error="invalid_token"', f'error_description="{reason}"')
+    assert_refused(server, after, 401, expected, f'the issuer has no key "{new_kid}"')
+    assert initialize(server.url, before)[0] == 200
+
+
+class MemoryStorage:
+    """Where the Python SDK keeps its token, for one test."""
+
+    def __init__(self):
+        self.tokens = self.client = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, client):
+        self.client = client
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_python_sdk_finds_the_issuer_from_the_401_and_gets_in(guarded, mode):
+    async def scenario():
+        auth = ClientCredentialsOAuthProvider(
+            server_url=guarded.url,
+            storage=MemoryStorage(),
+            client_id="reader",
+            client_secret="readersecret0123",
+            issuer=guarded.provider.issuer,
+        )
+        http = create_mcp_http_client(auth=auth)
+        async with Client(streamable_http_client(guarded.url, http_client=http), mode=mode, cache=None) as client:
+            uris = await all_resource_uris(client)
+            note = await client.read_resource("notes://notes/welcome")
+        return uris, note, auth
+
+    uris, note, auth = asyncio.run(scenario())
+    assert "notes://notes/welcome" in uris
+    assert "Welcome" in note.contents[0].text
+    assert auth.context.current_tokens.scope == "mcp:read"
