@@ -8,6 +8,8 @@ use resmux::telemetry::logs;
 
 fn main() -> std::process::ExitCode {
     let args = cli::Args::parse();
+    // Every TLS client (the OTLP exporter's, the OAuth issuer's) uses ring.
+    let _already_installed = rustls::crypto::ring::default_provider().install_default();
     // Kept until the end, so that logs and spans are flushed on the way out.
     let default_level = args.command.default_log_level();
     let _telemetry = match logs::init(args.log_level.as_deref(), default_level, args.log_format) {

@@ -5,8 +5,9 @@
 //! origin, or it gets 403: a web page cannot reach a local resmux through DNS
 //! rebinding. With an access list or an OAuth issuer, every request must
 //! carry the bearer token of a listed client or a valid access token (or get
-//! a `WWW-Authenticate` challenge), and is handed on as that client; a legacy session belongs to the client that
-//! opened it ([`super::sessions`]). A client must send its request headers
+//! a `WWW-Authenticate` challenge, [`super::challenge`]), and is handed on as
+//! that client; a legacy session belongs to the client that opened it
+//! ([`super::sessions`]). A client must send its request headers
 //! within [`HEADER_TIMEOUT`], and at most `max_connections` connections are
 //! open at once (more are closed as they arrive). SIGINT and SIGTERM stop it
 //! gracefully. `/healthz` and `/readyz` ([`super::observe`]) answer without

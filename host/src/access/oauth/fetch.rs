@@ -1,5 +1,6 @@
 //! Fetching the issuer's documents (metadata, keys): HTTPS checked against
-//! the system's trust store, plain HTTP only on loopback, no redirects, a
+//! the system's trust store (with the process's TLS provider, ring, which
+//! `main` installs), plain HTTP only on loopback, no redirects, a
 //! time limit and a size limit.
 
 use std::time::Duration;
@@ -21,8 +22,6 @@ pub struct Fetcher {
 
 impl Fetcher {
     pub fn new() -> Result<Self> {
-        // reqwest takes the process's TLS provider; resmux uses ring throughout.
-        let _already_installed = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())

@@ -19,6 +19,7 @@ use futures::future::{BoxFuture, Shared};
 use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
+use tokio::task::AbortHandle;
 use url::Url;
 
 use super::fetch::Fetcher;
@@ -89,7 +90,9 @@ type Refresh = Shared<BoxFuture<'static, ()>>;
 
 #[derive(Default)]
 struct Refreshing {
-    current: Option<Refresh>,
+    /// The last fetch started, and its task (which ends even if nobody
+    /// waits on the fetch).
+    current: Option<(Refresh, AbortHandle)>,
     last_started: Option<Instant>,
 }
 
@@ -178,8 +181,8 @@ impl Keys {
             .refreshing
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        if let Some(current) = &refreshing.current
-            && current.peek().is_none()
+        if let Some((current, task)) = &refreshing.current
+            && !task.is_finished()
         {
             return Some(current.clone());
         }
@@ -192,6 +195,7 @@ impl Keys {
         refreshing.last_started = Some(Instant::now());
         let inner = self.0.clone();
         let task = tokio::spawn(async move { inner.fetch_and_keep().await });
+        let handle = task.abort_handle();
         let refresh = async move {
             if let Err(error) = task.await {
                 tracing::error!("fetching the issuer's keys failed: {error}");
@@ -199,7 +203,7 @@ impl Keys {
         }
         .boxed()
         .shared();
-        refreshing.current = Some(refresh.clone());
+        refreshing.current = Some((refresh.clone(), handle));
         Some(refresh)
     }
 }
