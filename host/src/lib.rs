@@ -5,7 +5,8 @@
 //! - [`transport`]: stdio and Streamable HTTP, and the checks of the wire;
 //! - [`protocol`]: MCP requests in, MCP results out (rmcp), era by era, with
 //!   subscriptions and change notifications;
-//! - [`access`]: clients, their tokens and scopes, rate limits, the audit log;
+//! - [`access`]: clients, their tokens and scopes, OAuth access tokens, rate
+//!   limits, the audit log;
 //! - [`namespace`]: schemes to providers, merged pagination, routing, and the
 //!   validation of every answer;
 //! - [`catalog`]: the plugin folder and its manifests, loaded into a namespace
@@ -13,6 +14,7 @@
 //! - [`runtime`]: the wasmtime engine that runs plugin components;
 //! - [`policy`]: what one plugin is granted and the limits it runs under;
 //! - [`contract`]: the provider trait and data, shared by namespace and runtime;
+//! - [`toml_file`]: reading the operator's TOML files, for every layer that has one;
 //! - [`telemetry`]: metrics, traces and logs, which every layer records into.
 
 pub mod access;
@@ -23,4 +25,5 @@ pub mod policy;
 pub mod protocol;
 pub mod runtime;
 pub mod telemetry;
+pub mod toml_file;
 pub mod transport;

@@ -31,20 +31,27 @@ async def all_resource_uris(client):
             return uris
 
 
-def post_initialize(url, headers):
-    """POSTs a 2025-11-25 `initialize` with extra `headers`; returns the HTTP
-    status and the response headers."""
+def post(url, body, headers):
+    """POSTs the JSON-RPC `body` as an MCP client would, with extra
+    `headers`; returns the HTTP status, the response headers and the body."""
     request = urllib.request.Request(
         url,
-        data=INITIALIZE,
+        data=body,
         method="POST",
         headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.headers
+            return response.status, response.headers, response.read().decode()
     except urllib.error.HTTPError as error:
-        return error.code, error.headers
+        return error.code, error.headers, error.read().decode()
+
+
+def post_initialize(url, headers):
+    """POSTs a 2025-11-25 `initialize` with extra `headers`; returns the HTTP
+    status and the response headers."""
+    status, response_headers, _ = post(url, INITIALIZE, headers)
+    return status, response_headers
 
 
 class Server:

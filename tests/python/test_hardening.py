@@ -8,6 +8,7 @@ import socket
 import time
 import urllib.request
 
+import conftest
 from conftest import INITIALIZE, ROOT
 
 ALICE = "alice-token-0123456789"
@@ -39,15 +40,10 @@ def logged(server, text, within=20):
 
 
 def post(url, body, token, session=None):
-    headers = {**HEADERS, "Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2025-11-25"}
+    headers = {"Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2025-11-25"}
     if session:
         headers["Mcp-Session-Id"] = session
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.headers, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read().decode()
+    return conftest.post(url, body, headers)
 
 
 def test_a_session_belongs_to_the_token_that_opened_it(serve, tmp_path):

@@ -14,7 +14,6 @@ import re
 import socket
 import subprocess
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -24,7 +23,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import INITIALIZE, ROOT, all_resource_uris
+from conftest import INITIALIZE, ROOT, all_resource_uris, post
 
 NODE = ROOT / "tests/node/node_modules/.bin/node"
 IDP = ROOT / "tests/node/idp.mjs"
@@ -126,15 +125,7 @@ def guarded(serve, tmp_path, provider_and_resource):
 def initialize(url, token=None):
     """POSTs `initialize`, with `token` as the bearer if given: the status,
     the headers and the body."""
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, data=INITIALIZE, method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.headers, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read().decode()
+    return post(url, INITIALIZE, {} if token is None else {"Authorization": f"Bearer {token}"})
 
 
 def metadata_url(server):

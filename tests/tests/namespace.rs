@@ -190,6 +190,10 @@ async fn reads_text_binary_directories_and_templates() {
         let spaced = read("files://e%20f.txt").await.unwrap();
         assert!(matches!(&spaced.contents[..],
             [ResourceContents::TextResourceContents { text, .. }] if text == "contents of e f.txt"));
+        // A trailing slash names the same file.
+        let slashed = read("files://e%20f.txt/").await.unwrap();
+        assert!(matches!(&slashed.contents[..],
+            [ResourceContents::TextResourceContents { text, .. }] if text == "contents of e f.txt"));
 
         let directory = read("files://deep").await.unwrap();
         let entries: Vec<&str> = directory

@@ -180,6 +180,12 @@ async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
         String::from_utf8_lossy(&linted.stdout),
         String::from_utf8_lossy(&linted.stderr)
     );
+    // The instance that answered the reads of notes is kept, until the
+    // expiry seen through Prometheus below.
+    let idle_notes = exposition
+        .lines()
+        .find_map(|line| line.strip_prefix("resmux_plugin_idle_instances{plugin=\"notes\"} "));
+    assert_eq!(idle_notes, Some("1"), "{exposition}");
     // Bounded labels: no URI or path of a read is a label value.
     for leaked in ["welcome", "nope", "\"panic\"", "honest"] {
         assert!(!exposition.contains(leaked), "{leaked} in {exposition}");

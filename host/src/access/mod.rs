@@ -38,18 +38,7 @@ pub struct Client {
     /// token's subject.
     pub name: Arc<str>,
     pub scope: Scope,
-    pub identity: Arc<Identity>,
     reads: Option<Arc<ReadLimit>>,
-}
-
-/// Who a client is, the same whether a tokens file or an OAuth issuer
-/// vouches for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub subject: String,
-    pub client_id: Option<String>,
-    pub scopes: BTreeSet<String>,
-    pub groups: Vec<String>,
 }
 
 struct ReadLimit {
@@ -62,7 +51,6 @@ impl std::fmt::Debug for Client {
         out.debug_struct("Client")
             .field("name", &self.name)
             .field("scope", &self.scope)
-            .field("identity", &self.identity)
             .finish_non_exhaustive()
     }
 }
@@ -74,23 +62,17 @@ impl Client {
         Self {
             name: "local".into(),
             scope: Scope::All,
-            identity: Arc::new(Identity {
-                subject: "local".to_owned(),
-                client_id: None,
-                scopes: BTreeSet::new(),
-                groups: Vec::new(),
-            }),
             reads: None,
         }
     }
 
-    /// The client an OAuth token names. Until per-URI policies decide,
-    /// it may use every scheme; the token's scopes let it in at all.
-    pub fn from_oauth(identity: Identity) -> Self {
+    /// The client an OAuth token with this `subject` names. Until per-URI
+    /// policies decide, it may use every scheme; the token's scopes let it in
+    /// at all.
+    pub fn from_oauth(subject: &str) -> Self {
         Self {
-            name: format!("oauth:{}", identity.subject).into(),
+            name: format!("oauth:{subject}").into(),
             scope: Scope::All,
-            identity: Arc::new(identity),
             reads: None,
         }
     }
@@ -174,10 +156,7 @@ impl AccessList {
     /// Reads a tokens file; relative secret files are taken from its folder.
     /// Tokens are hashed at once; the plain tokens are not kept.
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read tokens file {}", path.display()))?;
-        let file: TokensFile = toml::from_str(&text)
-            .with_context(|| format!("invalid tokens file {}", path.display()))?;
+        let file: TokensFile = crate::toml_file::read(path, "tokens file")?;
         let base = path.parent().unwrap_or(Path::new("."));
         let mut by_token_hash = HashMap::new();
         for (name, entry) in file.clients {
@@ -200,16 +179,9 @@ impl AccessList {
                     limiter: RateLimiter::direct(Quota::per_minute(per_minute)),
                 })
             });
-            let identity = Identity {
-                subject: name.clone(),
-                client_id: Some(name.clone()),
-                scopes: BTreeSet::new(),
-                groups: Vec::new(),
-            };
             let client = Client {
                 name: name.as_str().into(),
                 scope,
-                identity: Arc::new(identity),
                 reads,
             };
             if by_token_hash.insert(hash, client).is_some() {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde::Deserialize;
 
 use crate::namespace::MountSettings;
@@ -66,9 +66,7 @@ impl Default for ChangeSettings {
 impl Manifest {
     /// Reads and parses a manifest file.
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read manifest {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("invalid manifest {}", path.display()))
+        crate::toml_file::read(path, "manifest")
     }
 
     /// The configuration as strings, as the contract hands it to plugins.

@@ -52,10 +52,7 @@ impl Ceiling {
     /// Reads a policy file; its relative paths are taken from its folder, and
     /// every path it names must exist.
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read operator policy {}", path.display()))?;
-        let ceiling: Self = toml::from_str(&text)
-            .with_context(|| format!("invalid operator policy {}", path.display()))?;
+        let ceiling: Self = crate::toml_file::read(path, "operator policy")?;
         let base = path.parent().unwrap_or(Path::new("."));
         let canonical = |paths: Vec<PathBuf>| -> Result<Vec<PathBuf>> {
             paths

@@ -209,7 +209,6 @@ impl Limits {
             memory_in_use: 0,
             table_elements: usize::try_from(self.table_elements).unwrap_or(usize::MAX),
             cpu_ticks_budget: self.cpu_ms.div_ceil(tick_ms),
-            cpu_ticks_left: self.cpu_ms.div_ceil(tick_ms),
             cpu_ticks_used: 0,
             exceeded: None,
         }
@@ -228,7 +227,7 @@ pub struct StoreLimiter {
     table_elements: usize,
     /// The ticks each call may spend.
     cpu_ticks_budget: u64,
-    cpu_ticks_left: u64,
+    /// The ticks the current call has spent.
     cpu_ticks_used: u64,
     exceeded: Option<Exceeded>,
 }
@@ -262,7 +261,6 @@ impl StoreLimiter {
     /// gives the next call on the instance a whole budget.
     pub fn end_call(&mut self) -> Duration {
         let used = self.cpu_used();
-        self.cpu_ticks_left = self.cpu_ticks_budget;
         self.cpu_ticks_used = 0;
         self.exceeded = None;
         used
@@ -272,16 +270,11 @@ impl StoreLimiter {
     /// budget is spent.
     pub fn tick(&mut self) -> bool {
         self.cpu_ticks_used += 1;
-        match self.cpu_ticks_left.checked_sub(1) {
-            Some(left) => {
-                self.cpu_ticks_left = left;
-                true
-            }
-            None => {
-                self.exceeded = Some(Exceeded::Cpu);
-                false
-            }
+        let within = self.cpu_ticks_used <= self.cpu_ticks_budget;
+        if !within {
+            self.exceeded = Some(Exceeded::Cpu);
         }
+        within
     }
 }
 

@@ -36,17 +36,17 @@ use super::handles::HandleBudget;
 use super::meter::MeteredStore;
 
 /// How long an idle instance is kept unused.
-pub const IDLE_FOR: Duration = Duration::from_secs(10);
+const IDLE_FOR: Duration = Duration::from_secs(10);
 
 /// The most host resources an instance may hold and still be kept idle.
-pub const MAX_IDLE_HANDLES: usize = 16;
+const MAX_IDLE_HANDLES: usize = 16;
 
 /// The most idle instances the process keeps, over every plugin: a quarter
 /// of an engine's instance pool.
-pub const MAX_IDLE: usize = 256;
+const MAX_IDLE: usize = 256;
 
 /// The most linear memory idle instances hold together, over every plugin.
-pub const MAX_IDLE_MEMORY: usize = 1 << 30;
+const MAX_IDLE_MEMORY: usize = 1 << 30;
 
 /// Idle instances kept now, over every plugin.
 static IDLE_IN_PROCESS: AtomicUsize = AtomicUsize::new(0);

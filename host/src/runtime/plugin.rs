@@ -78,6 +78,11 @@ impl From<ProviderError> for Failed {
     }
 }
 
+/// Whether a call answered: a result, or an error of the contract.
+fn answered<T>(outcome: &Result<T, Failed>) -> bool {
+    matches!(outcome, Ok(_) | Err(Failed::Answered(_)))
+}
+
 /// The instance a call runs on.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum On {
@@ -200,7 +205,7 @@ impl WasmPlugin {
                 Ended::Faulted(*kind)
             }
         };
-        if matches!(&outcome, Ok(_) | Err(Failed::Answered(_))) {
+        if answered(&outcome) {
             shared.health.record_success(path);
         }
         shared.meter.call(operation, ended, started.elapsed());
@@ -272,13 +277,7 @@ impl Shared {
                 // dropped here: dropping one may block too.
                 let _slot = slot;
                 let call = runner.call(reused, handles, operation, on, call);
-                let ended = runtime.block_on(tokio::time::timeout(left, call).instrument(span));
-                ended.map(|(outcome, answered_on)| {
-                    if let Some(instance) = answered_on {
-                        runner.idle.keep(instance, &runner.handles);
-                    }
-                    outcome
-                })
+                runtime.block_on(tokio::time::timeout(left, call).instrument(span))
             });
             match tokio::time::timeout(left + THREAD_GRACE, thread).await {
                 Ok(Ok(Ok(outcome))) => outcome,
@@ -297,13 +296,9 @@ impl Shared {
             // futures) is large, and tokio would copy it with every request
             // task it is part of.
             let call = Box::pin(self.call(reused, handles, operation, on, call));
-            let (outcome, answered_on) = tokio::time::timeout(left, call)
+            tokio::time::timeout(left, call)
                 .await
-                .unwrap_or_else(|_| (Err(self.timed_out(operation)), None));
-            if let Some(instance) = answered_on {
-                self.idle.keep(instance, &self.handles);
-            }
-            outcome
+                .unwrap_or_else(|_| Err(self.timed_out(operation)))
         }
     }
 
@@ -379,8 +374,9 @@ impl Shared {
         Ok(store)
     }
 
-    /// Runs the call on `reused`, or on a fresh instance holding `handles`;
-    /// returns the instance too if the call answered, so it may be kept.
+    /// Runs the call on `reused`, or on a fresh instance holding `handles`,
+    /// and keeps the instance if the call answered. Keeping does not await,
+    /// so a time limit cannot cut in between the answer and the keeping.
     async fn call<T>(
         &self,
         reused: Option<Instance>,
@@ -388,23 +384,22 @@ impl Shared {
         operation: &'static str,
         on: On,
         call: impl AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T>,
-    ) -> (Result<T, Failed>, Option<Instance>) {
+    ) -> Result<T, Failed> {
         let mut instance = match reused {
             Some(mut instance) => {
-                if let Err(error) = self.policy.renew() {
-                    return (Err(Failed::Answered(self.unprepared(error))), None);
-                }
+                self.policy
+                    .renew()
+                    .map_err(|error| Failed::Answered(self.unprepared(error)))?;
                 instance.begin_call(handles);
                 instance
             }
-            None => match self.instantiate(operation, handles).await {
-                Ok(instance) => instance,
-                Err(failed) => return (Err(failed), None),
-            },
+            None => self.instantiate(operation, handles).await?,
         };
         let outcome = self.call_on(&mut instance, operation, on, call).await;
-        let answered = matches!(outcome, Ok(_) | Err(Failed::Answered(_)));
-        (outcome, answered.then_some(instance))
+        if answered(&outcome) {
+            self.idle.keep(instance, &self.handles);
+        }
+        outcome
     }
 
     /// A fresh instance from the pool, in a new store.

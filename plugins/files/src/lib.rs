@@ -128,10 +128,12 @@ impl Guest for Files {
     }
 
     fn read(path: String) -> Result<ReadResult, Error> {
-        let relative = encoding::decode(&path)?;
-        let host_path = tree::resolve(&settings().root, &relative)?;
-        let contents = match tree::read(root()?, &relative)? {
-            tree::Found::Directory => tree::entries(&host_path, &relative)?
+        let decoded = encoding::decode(&path)?;
+        // `dir/` names `dir`, and `a.txt/` names `a.txt`.
+        let relative = decoded.trim_end_matches('/');
+        let host_path = tree::resolve(&settings().root, relative)?;
+        let contents = match tree::read(root()?, relative)? {
+            tree::Found::Directory => tree::entries(&host_path, relative)?
                 .into_iter()
                 .map(|entry| Content {
                     path: entry.path.clone(),
@@ -141,7 +143,7 @@ impl Guest for Files {
                 })
                 .collect(),
             tree::Found::File(bytes) => {
-                let mime_type = mime::guess(&relative, &bytes);
+                let mime_type = mime::guess(relative, &bytes);
                 let body = if mime::is_text(mime_type) {
                     match String::from_utf8(bytes) {
                         Ok(text) => Body::Text(text),

@@ -1,23 +1,23 @@
 //! From a verified token's claims to who is asking: the subject (`sub`, a
-//! name RFC 9068 requires), the client id (`client_id`, then
-//! `azp`, then Entra ID's `appid`), the scopes (`scope` as RFC 9068 and
-//! RFC 8693 give it, or `scp` as a string or a list), and the groups (the
-//! operator's claim, a string or a list). Also the words a refusal uses.
+//! name RFC 9068 requires) and the scopes (`scope` as RFC 9068 and RFC 8693
+//! give it, or `scp` as a string or a list). Also the words a refusal uses.
+
+use std::collections::BTreeSet;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::errors::{Error, ErrorKind};
 use serde_json::{Map, Value};
 
-use crate::access::Identity;
+/// Who a verified token names, and what it may do.
+pub struct Principal {
+    pub subject: String,
+    pub scopes: BTreeSet<String>,
+}
 
-impl Identity {
+impl Principal {
     /// Who a verified token's `claims` name.
-    pub fn from_claims(claims: &Map<String, Value>, groups_claim: &str) -> Result<Self, String> {
-        let client_id = ["client_id", "azp", "appid"]
-            .iter()
-            .find_map(|name| claims.get(*name).and_then(Value::as_str))
-            .map(str::to_owned);
+    pub fn from_claims(claims: &Map<String, Value>) -> Result<Self, String> {
         let subject = match claims.get("sub") {
             Some(Value::String(subject)) if !subject.is_empty() => subject.clone(),
             Some(_) => return Err("the token's \"sub\" claim is not a name".to_owned()),
@@ -26,34 +26,18 @@ impl Identity {
         let scopes = ["scope", "scp"]
             .iter()
             .find_map(|name| claims.get(*name))
-            .map(|value| strings(value, true))
+            .map(scope_list)
             .transpose()
             .map_err(|()| "the token's scopes are neither a string nor a list of strings")?
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        let groups = claims
-            .get(groups_claim)
-            .map(|value| strings(value, false))
-            .transpose()
-            .map_err(|()| {
-                format!("the token's {groups_claim:?} is neither a string nor a list of strings")
-            })?
             .unwrap_or_default();
-        Ok(Self {
-            subject,
-            client_id,
-            scopes,
-            groups,
-        })
+        Ok(Self { subject, scopes })
     }
 }
 
-/// A list of strings, or one string (split at spaces when `split`).
-fn strings(value: &Value, split: bool) -> Result<Vec<String>, ()> {
+/// Scopes as a space-separated string or a list of strings.
+fn scope_list(value: &Value) -> Result<BTreeSet<String>, ()> {
     match value {
-        Value::String(text) if split => Ok(text.split_whitespace().map(str::to_owned).collect()),
-        Value::String(text) => Ok(vec![text.clone()]),
+        Value::String(text) => Ok(text.split_whitespace().map(str::to_owned).collect()),
         Value::Array(items) => items
             .iter()
             .map(|item| item.as_str().map(str::to_owned).ok_or(()))

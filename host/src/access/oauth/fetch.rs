@@ -15,7 +15,6 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 
 /// An HTTP client for the issuer's documents.
-#[derive(Clone)]
 pub struct Fetcher {
     client: reqwest::Client,
 }

@@ -10,7 +10,7 @@
 //! request before it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -97,7 +97,6 @@ struct Refreshing {
 }
 
 /// The issuer's keys, as last fetched.
-#[derive(Clone)]
 pub struct Keys(Arc<Inner>);
 
 struct Inner {
@@ -133,11 +132,7 @@ impl Keys {
         if let Some(refresh) = self.refresh() {
             refresh.await;
         }
-        let set = self
-            .0
-            .set
-            .read()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let set = self.current();
         set.fetched_at
             .map(|_| set.by_id.len() + set.without_id.len())
     }
@@ -145,11 +140,7 @@ impl Keys {
     /// The key a token with key id `kid` is signed with.
     pub async fn key(&self, kid: Option<&str>) -> Result<Key, KeyError> {
         let (found, fresh) = {
-            let set = self
-                .0
-                .set
-                .read()
-                .unwrap_or_else(|poison| poison.into_inner());
+            let set = self.current();
             (set.find(kid), set.is_fresh())
         };
         match found {
@@ -166,11 +157,15 @@ impl Keys {
         if let Some(refresh) = self.refresh() {
             refresh.await;
         }
+        self.current().find(kid)
+    }
+
+    /// The key set as last fetched.
+    fn current(&self) -> RwLockReadGuard<'_, KeySet> {
         self.0
             .set
             .read()
             .unwrap_or_else(|poison| poison.into_inner())
-            .find(kid)
     }
 
     /// The fetch under way, or a new one if the last started at least

@@ -4,8 +4,7 @@
 //! `iss` is the issuer, its `aud` names this server's resource (RFC 8707),
 //! it is within `exp`/`nbf` give or take the leeway, and it carries every
 //! required scope. The token then becomes a [`Client`] like a static token's,
-//! with the subject, client id, groups and scopes its claims name. The token
-//! itself goes no further.
+//! named after its subject. The token itself goes no further.
 //!
 //! ```toml
 //! [oauth]
@@ -14,7 +13,6 @@
 //! scopes = ["mcp:read"]                      # every request needs all of them (one at least)
 //! algorithms = ["RS256", "ES256"]            # the default: RS256, PS256, ES256, EdDSA
 //! leeway_seconds = 30
-//! groups_claim = "groups"                    # Entra ID: "roles"
 //! jwks_uri = "https://…"                     # optional; discovered otherwise
 //! jwks_refetch_seconds = 10                  # least time between key fetches
 //! ```
@@ -27,13 +25,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use jsonwebtoken::{Algorithm, Validation};
+use jsonwebtoken::{Algorithm, AlgorithmFamily, Validation};
 use serde::Deserialize;
 use url::Url;
 
+use self::claims::Principal;
 use self::fetch::{Fetcher, require_secure};
 use self::keys::Keys;
-use super::{Client, Identity};
+use super::Client;
 
 /// What `[oauth]` of an auth file says.
 #[derive(Debug, Deserialize)]
@@ -46,8 +45,6 @@ struct OAuthSection {
     algorithms: Option<Vec<String>>,
     #[serde(default = "default_leeway")]
     leeway_seconds: u64,
-    #[serde(default = "default_groups_claim")]
-    groups_claim: String,
     jwks_uri: Option<String>,
     #[serde(default = "default_refetch")]
     jwks_refetch_seconds: u64,
@@ -55,9 +52,6 @@ struct OAuthSection {
 
 fn default_leeway() -> u64 {
     30
-}
-fn default_groups_claim() -> String {
-    "groups".to_owned()
 }
 fn default_refetch() -> u64 {
     10
@@ -75,18 +69,6 @@ const MIN_REFETCH_SECONDS: u64 = 1;
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// The most leeway an operator may give a token's times.
 const MAX_LEEWAY_SECONDS: u64 = 300;
-/// Signature algorithms with a public key, the only ones resmux accepts.
-const PUBLIC_KEY_ALGORITHMS: [Algorithm; 9] = [
-    Algorithm::RS256,
-    Algorithm::RS384,
-    Algorithm::RS512,
-    Algorithm::PS256,
-    Algorithm::PS384,
-    Algorithm::PS512,
-    Algorithm::ES256,
-    Algorithm::ES384,
-    Algorithm::EdDSA,
-];
 const DEFAULT_ALGORITHMS: [Algorithm; 4] = [
     Algorithm::RS256,
     Algorithm::PS256,
@@ -112,8 +94,9 @@ pub struct ResourceServer {
     resource: String,
     resource_url: Url,
     scopes: Vec<String>,
-    groups_claim: String,
-    validation: Validation,
+    /// One per algorithm the operator allows: jsonwebtoken wants every
+    /// algorithm a validation accepts to fit the key.
+    validations: Vec<Validation>,
     keys: Keys,
 }
 
@@ -129,10 +112,7 @@ impl std::fmt::Debug for ResourceServer {
 impl ResourceServer {
     /// Reads the `[oauth]` table of an auth file.
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read auth file {}", path.display()))?;
-        let file: AuthFile = toml::from_str(&text)
-            .with_context(|| format!("invalid auth file {}", path.display()))?;
+        let file: AuthFile = crate::toml_file::read(path, "auth file")?;
         Self::new(file.oauth).with_context(|| format!("[oauth] of {}", path.display()))
     }
 
@@ -186,13 +166,18 @@ impl ResourceServer {
                 .map(|name| public_key_algorithm(name))
                 .collect::<Result<_>>()?,
         };
-        let mut validation = Validation::new(algorithms[0]);
-        validation.algorithms = algorithms;
-        validation.set_issuer(&[&section.issuer]);
-        validation.set_audience(&[&section.resource]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-        validation.leeway = section.leeway_seconds;
-        validation.validate_nbf = true;
+        let validations = algorithms
+            .into_iter()
+            .map(|algorithm| {
+                let mut validation = Validation::new(algorithm);
+                validation.set_issuer(&[&section.issuer]);
+                validation.set_audience(&[&section.resource]);
+                validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+                validation.leeway = section.leeway_seconds;
+                validation.validate_nbf = true;
+                validation
+            })
+            .collect();
         let keys = Keys::new(
             section.issuer.clone(),
             jwks_uri,
@@ -204,8 +189,7 @@ impl ResourceServer {
             resource: section.resource,
             resource_url,
             scopes: section.scopes,
-            groups_claim: section.groups_claim,
-            validation,
+            validations,
             keys,
         })
     }
@@ -253,12 +237,16 @@ impl ResourceServer {
         }
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Refusal::InvalidToken(claims::unreadable_header(token)))?;
-        if !self.validation.algorithms.contains(&header.alg) {
-            return Err(Refusal::InvalidToken(format!(
-                "the token is signed with {:?}, which this server does not accept",
-                header.alg
-            )));
-        }
+        let validation = self
+            .validations
+            .iter()
+            .find(|validation| validation.algorithms == [header.alg])
+            .ok_or_else(|| {
+                Refusal::InvalidToken(format!(
+                    "the token is signed with {:?}, which this server does not accept",
+                    header.alg
+                ))
+            })?;
         let key = self
             .keys
             .key(header.kid.as_deref())
@@ -273,28 +261,23 @@ impl ResourceServer {
                 header.alg
             )));
         }
-        // jsonwebtoken wants every algorithm it may accept to fit the key:
-        // this token's, already checked against the operator's list.
-        let mut validation = self.validation.clone();
-        validation.algorithms = vec![header.alg];
         let data = jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(
             token,
             &key.decoding,
-            &validation,
+            validation,
         )
         .map_err(|error| Refusal::InvalidToken(claims::describe(&error)))?;
-        let identity = Identity::from_claims(&data.claims, &self.groups_claim)
-            .map_err(Refusal::InvalidToken)?;
+        let principal = Principal::from_claims(&data.claims).map_err(Refusal::InvalidToken)?;
         let missing = self
             .scopes
             .iter()
-            .filter(|scope| !identity.scopes.contains(*scope))
+            .filter(|scope| !principal.scopes.contains(*scope))
             .cloned()
             .collect::<Vec<_>>();
         if !missing.is_empty() {
             return Err(Refusal::InsufficientScope { missing });
         }
-        Ok(Client::from_oauth(identity))
+        Ok(Client::from_oauth(&principal.subject))
     }
 }
 
@@ -303,7 +286,7 @@ fn public_key_algorithm(name: &str) -> Result<Algorithm> {
         .parse()
         .ok()
         .with_context(|| format!("`algorithms` names {name:?}, which is no JWS algorithm"))?;
-    if !PUBLIC_KEY_ALGORITHMS.contains(&algorithm) {
+    if algorithm.family() == AlgorithmFamily::Hmac {
         bail!("`algorithms` names {name:?}: only public-key algorithms are accepted");
     }
     Ok(algorithm)

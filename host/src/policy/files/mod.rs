@@ -215,31 +215,32 @@ impl FileGrant {
         }
     }
 
-    /// Preopens the held directory, or the file's private directory, in a
-    /// new instance's WASI context.
+    /// The directory to preopen: the held one, or the single file's private
+    /// one with the file's link or copy renewed.
+    fn current_dir(&self) -> Result<&Dir> {
+        match &self.held {
+            Some(Held::Directory(dir)) => Ok(dir.as_ref()),
+            Some(Held::File(single)) => single
+                .refresh()
+                .with_context(|| format!("cannot show granted file {}", self.host.display())),
+            None => bail!("grant of {} was never resolved", self.host.display()),
+        }
+    }
+
     /// Renews the link or copy of a single granted file; a directory needs
     /// nothing, as it is held open.
     fn renew(&self) -> Result<()> {
-        if let Some(Held::File(single)) = &self.held {
-            single
-                .refresh()
-                .with_context(|| format!("cannot show granted file {}", self.host.display()))?;
-        }
-        Ok(())
+        self.current_dir().map(drop)
     }
 
+    /// Preopens the held directory, or the file's private directory, in a
+    /// new instance's WASI context.
     fn configure(&self, wasi: &mut WasiCtxBuilder) -> Result<()> {
         let perms = match self.access {
             Access::ReadOnly => FsPerms::ReadOnly,
             Access::ReadWrite => FsPerms::ReadWrite,
         };
-        let dir = match &self.held {
-            Some(Held::Directory(dir)) => dir.as_ref(),
-            Some(Held::File(single)) => single
-                .refresh()
-                .with_context(|| format!("cannot show granted file {}", self.host.display()))?,
-            None => bail!("grant of {} was never resolved", self.host.display()),
-        };
+        let dir = self.current_dir()?;
         wasi.preopened_dir(held_path(dir), self.preopen_path(), perms)
             .map_err(anyhow::Error::from)
             .with_context(|| format!("cannot open granted path {}", self.host.display()))?;
