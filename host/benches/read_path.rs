@@ -19,7 +19,7 @@ use resmux::contract::{
     ReadResult, ResourceEntry, TemplateEntry,
 };
 use resmux::namespace::uri::Uri;
-use resmux::namespace::{MountSettings, Namespace, Scope};
+use resmux::namespace::{MountSettings, Namespace};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime, WasmPlugin};
 
 /// A native provider with the files plugin's read path: read the file on the
@@ -106,7 +106,7 @@ fn read_path(c: &mut Criterion) {
             let uri = Uri::parse(&format!("{scheme}://{size}.txt")).unwrap();
             group.bench_function(scheme, |b| {
                 b.to_async(&tokio).iter(|| async {
-                    let read = namespace.read(&uri, &Scope::All).await.unwrap();
+                    let read = namespace.read(&uri).await.unwrap();
                     assert_eq!(read.contents.len(), 1);
                 })
             });

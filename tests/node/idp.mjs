@@ -11,6 +11,7 @@
 //       "resource": "http://127.0.0.1:5555/mcp",   // or a list; the first is the default
 //       "scopes": ["mcp:read", "mcp:admin"],        // what the resource server accepts
 //       "access_token_ttl": 300,                    // seconds, optional
+//       "access_token_format": "jwt",               // or "opaque" (checked by introspection), optional
 //       "clients": [{
 //         "client_id": "reader", "client_secret": "s3cret",
 //         "scope": "mcp:read",                      // space-separated, what it may ask for
@@ -25,7 +26,8 @@
 // then runs until killed (SIGTERM and SIGINT exit 0). Everything else goes to
 // stderr. The provider's own endpoints are at the issuer (discovery at
 // /.well-known/openid-configuration and /.well-known/oauth-authorization-server,
-// /jwks, /token); the admin ones:
+// /jwks, /token, and /token/introspection for any confidential client); the
+// admin ones:
 //
 //     POST /admin/rotate   body optional {"keep_old": false}: a new RSA key signs
 //                          from now on; the JWKS lists it first and, unless
@@ -109,7 +111,7 @@ function buildProvider(issuer, keys) {
         clients: config.clients.map((c) => ({
             client_id: c.client_id,
             client_secret: c.client_secret,
-            scope: c.scope ?? '',
+            scope: c.scope || undefined,
             grant_types: ['client_credentials'],
             response_types: [],
             redirect_uris: [],
@@ -121,6 +123,10 @@ function buildProvider(issuer, keys) {
         features: {
             devInteractions: { enabled: false },
             clientCredentials: { enabled: true },
+            introspection: {
+                enabled: true,
+                allowedPolicy: (ctx, client) => client.clientAuthMethod !== 'none',
+            },
             resourceIndicators: {
                 enabled: true,
                 defaultResource: () => config.resources[0],
@@ -133,7 +139,7 @@ function buildProvider(issuer, keys) {
                     return {
                         scope: config.scopes.join(' '),
                         audience: resource,
-                        accessTokenFormat: 'jwt',
+                        accessTokenFormat: config.access_token_format ?? 'jwt',
                         accessTokenTTL: ttl,
                         jwt: { sign: { alg: 'RS256' } },
                     };

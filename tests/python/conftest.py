@@ -117,3 +117,16 @@ def serve():
 @pytest.fixture
 def server(serve):
     return serve()
+
+
+@pytest.fixture
+def provider_and_resource(tmp_path):
+    """A real OpenID provider (tests/node/idp.mjs) and the resource URI its
+    tokens are for: a free loopback port's /mcp."""
+    from idp import NODE, Provider, free_port
+
+    assert NODE.exists(), "run npm ci in tests/node first"
+    resource = f"http://127.0.0.1:{free_port()}/mcp"
+    provider = Provider(resource, tmp_path)
+    yield provider, resource
+    provider.stop()

@@ -89,12 +89,13 @@ def test_a_client_sees_and_reaches_only_its_schemes(guarded, mode):
     assert note.contents[0].text.startswith("# Welcome")
     not_found = {"auto": -32602, "legacy": -32002}[mode]
     assert refusals["read"].code == not_found
-    assert "no plugin serves scheme" in str(refusals["read"])
+    assert str(refusals["read"]) == "resource test://static-text not found: it does not exist, or this client may not see it"
     assert refusals["complete"].code == -32602
     if mode == "legacy":
         assert refusals["subscribe"].code == -32002
     assert search.content[0].text == 'No resource matches "static".'
-    assert tool_read.is_error and "no plugin serves scheme" in tool_read.content[0].text
+    assert tool_read.is_error
+    assert tool_read.content[0].text == "resource test://static-text not found: it does not exist, or this client may not see it"
 
 
 def test_reads_over_the_rate_limit_are_refused_and_everything_is_audited(guarded):

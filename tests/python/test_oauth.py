@@ -7,12 +7,9 @@ the 401 alone."""
 
 import asyncio
 import base64
-import hashlib
 import hmac
 import json
 import re
-import socket
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -23,96 +20,8 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import INITIALIZE, ROOT, all_resource_uris, post
-
-NODE = ROOT / "tests/node/node_modules/.bin/node"
-IDP = ROOT / "tests/node/idp.mjs"
-STATIC_TOKEN = "static-token-0123456789"
-CLIENTS = [
-    {"client_id": "reader", "client_secret": "readersecret0123", "scope": "mcp:read", "groups": ["finance"]},
-    {"client_id": "guest", "client_secret": "guestsecret01234", "scope": "mcp:other", "groups": []},
-]
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Provider:
-    """idp.mjs on an ephemeral loopback port, issuing tokens for `resource`."""
-
-    def __init__(self, resource, tmp_path):
-        config = tmp_path / "idp.json"
-        config.write_text(json.dumps({"resource": resource, "scopes": ["mcp:read", "mcp:other"], "clients": CLIENTS}))
-        self.process = subprocess.Popen(
-            [str(NODE), str(IDP), str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        ready = json.loads(self.process.stdout.readline())
-        self.issuer, self.admin = ready["issuer"], ready["admin"]
-
-    def post(self, url, data, headers):
-        request = urllib.request.Request(url, data=data, method="POST", headers=headers)
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.load(response)
-
-    def token(self, client, scope, resource):
-        form = {"grant_type": "client_credentials", "resource": resource}
-        if scope:
-            form["scope"] = scope
-        secret = next(entry["client_secret"] for entry in CLIENTS if entry["client_id"] == client)
-        basic = base64.b64encode(f"{client}:{secret}".encode()).decode()
-        answer = self.post(
-            f"{self.issuer}/token",
-            urllib.parse.urlencode(form).encode(),
-            {"Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded"},
-        )
-        return answer["access_token"]
-
-    def sign(self, claims, header=None):
-        body = json.dumps({"claims": claims, "header": header or {}}).encode()
-        return self.post(f"{self.admin}/sign", body, {"Content-Type": "application/json"})["token"]
-
-    def rotate(self):
-        return self.post(f"{self.admin}/rotate", b"{}", {"Content-Type": "application/json"})["kid"]
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(30)
-
-
-@pytest.fixture
-def provider_and_resource(tmp_path):
-    assert NODE.exists(), "run npm ci in tests/node first"
-    resource = f"http://127.0.0.1:{free_port()}/mcp"
-    provider = Provider(resource, tmp_path)
-    yield provider, resource
-    provider.stop()
-
-
-def protected(serve, tmp_path, provider, resource, refetch_seconds=1, tokens=False):
-    auth = tmp_path / "auth.toml"
-    auth.write_text(
-        "[oauth]\n"
-        f'issuer = "{provider.issuer}"\n'
-        f'resource = "{resource}"\n'
-        'scopes = ["mcp:read"]\n'
-        f"jwks_refetch_seconds = {refetch_seconds}\n"
-    )
-    args = ["--auth", str(auth)]
-    if tokens:
-        tokens_file = tmp_path / "tokens.toml"
-        digest = hashlib.sha256(STATIC_TOKEN.encode()).hexdigest()
-        tokens_file.write_text(f'[clients.ops]\ntoken_sha256 = "{digest}"\nschemes = ["notes"]\n')
-        args += ["--tokens", str(tokens_file)]
-    address = urllib.parse.urlsplit(resource).netloc
-    return serve(args=args, address=address)
-
+from conftest import INITIALIZE, all_resource_uris, post
+from idp import STATIC_TOKEN, protected
 
 @pytest.fixture
 def guarded(serve, tmp_path, provider_and_resource):

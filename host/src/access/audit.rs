@@ -1,6 +1,8 @@
 //! The audit log: one JSON line per read (direct or through the tool
-//! bridge), appended to a file the operator names: when, which client, which
-//! URI, how it ended, how many bytes went out.
+//! bridge), subscription and completion, appended to a file the operator
+//! names: when, which client (its name, subject and client id), which
+//! action on which URI, what the access policy decided and by which
+//! policies, how it ended, how many bytes went out.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -10,13 +12,27 @@ use std::sync::Mutex;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-/// One audited read.
+/// One audited request.
 #[derive(Debug, Serialize)]
 pub struct Record<'a> {
     pub client: &'a str,
-    /// `resources/read` or `tools/call`.
+    pub subject: &'a str,
+    pub client_id: &'a str,
+    /// `read`, `subscribe` or `complete`.
+    pub action: &'a str,
+    /// The MCP method: `resources/read`, `tools/call`,
+    /// `resources/subscribe` or `completion/complete`.
     pub via: &'a str,
+    /// The resource's URI; the template's for completions.
     pub uri: &'a str,
+    /// `allow` or `deny`; absent when the request was refused before a
+    /// decision (a rate limit, a URI that does not parse).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<&'a str>,
+    /// The policies that made the decision: those that permitted it, or
+    /// those that forbade it (none when nothing permitted it, or when no
+    /// access policy guards the client).
+    pub policies: &'a [String],
     /// `ok`, `not-found`, `invalid`, `rate-limited` or `failed`.
     pub outcome: &'a str,
     /// Bytes of content returned (before base64).

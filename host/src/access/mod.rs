@@ -1,20 +1,24 @@
 //! Who is asking, and what they may do: the clients an operator names in a
-//! tokens file, each with a bearer token (kept only as its SHA-256), the
-//! schemes it may use and an optional rate limit on reads; the
-//! clients an OAuth issuer vouches for ([`oauth`]); and the audit log of every
-//! read ([`audit`]). The transport authenticates a request into a [`Client`]
-//! of either kind; the protocol layer answers within the client's scope.
+//! tokens file, each with a bearer token (kept only as its SHA-256), its
+//! groups, the schemes it may use and an optional rate limit on reads; the
+//! clients an OAuth issuer vouches for ([`oauth`]); the one access policy
+//! that decides what each of them may do ([`policy`]); and the audit log
+//! ([`audit`]). The transport authenticates a request into a [`Client`] of
+//! either kind; the protocol layer answers within the client's scope.
 //!
 //! ```toml
 //! [clients.alice]
 //! token = { from_env = "ALICE_TOKEN" }      # or { from_file = "..." }, or
 //! # token_sha256 = "9f86d0…"                # the hex SHA-256 of the token
-//! schemes = ["files", "notes"]              # or ["*"] for every scheme
+//! schemes = ["files", "notes"]              # or ["*"]; none: the access policy decides
+//! groups = ["finance"]                      # optional, for the access policy
 //! reads_per_minute = 600                    # optional
 //! ```
 
 pub mod audit;
 pub mod oauth;
+pub mod policy;
+pub mod principal;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::num::NonZeroU32;
@@ -29,6 +33,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 pub use self::oauth::{Refusal, ResourceServer};
+use self::policy::{AccessPolicy, SchemeGrant};
+use self::principal::Principal;
 use crate::namespace::Scope;
 
 /// One client, as every request it makes is answered.
@@ -37,6 +43,7 @@ pub struct Client {
     /// Unique among every client: a tokens file's name, or `oauth:` and the
     /// token's subject.
     pub name: Arc<str>,
+    pub principal: Arc<Principal>,
     pub scope: Scope,
     reads: Option<Arc<ReadLimit>>,
 }
@@ -57,21 +64,17 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// The client of a server without access control: stdio, or HTTP
-    /// without a tokens file. It may use every scheme.
+    /// without a tokens file or an issuer. It may do everything.
     pub fn local() -> Self {
         Self {
             name: "local".into(),
-            scope: Scope::All,
-            reads: None,
-        }
-    }
-
-    /// The client an OAuth token with this `subject` names. Until per-URI
-    /// policies decide, it may use every scheme; the token's scopes let it in
-    /// at all.
-    pub fn from_oauth(subject: &str) -> Self {
-        Self {
-            name: format!("oauth:{subject}").into(),
+            principal: Arc::new(Principal {
+                subject: "local".to_owned(),
+                client_id: "local".to_owned(),
+                issuer: "local".to_owned(),
+                groups: BTreeSet::new(),
+                scopes: BTreeSet::new(),
+            }),
             scope: Scope::All,
             reads: None,
         }
@@ -95,33 +98,161 @@ impl Client {
 }
 
 /// Everyone who may connect over HTTP: a tokens file's clients, an OAuth
-/// issuer's, or both.
-#[derive(Debug)]
+/// issuer's, or both; and the access policy that guards each of them.
 pub struct Admission {
-    pub tokens: Option<AccessList>,
+    /// The tokens file's clients, by the SHA-256 of their token.
+    tokens: HashMap<[u8; 32], Client>,
     pub oauth: Option<ResourceServer>,
+    policy: Arc<AccessPolicy>,
 }
 
-impl Admission {
-    /// The client whose bearer `token` this is: a tokens file's first, then
-    /// the issuer's.
-    pub async fn admit(&self, token: &str) -> Result<Client, Refusal> {
-        if let Some(client) = self.tokens.as_ref().and_then(|tokens| tokens.client(token)) {
-            return Ok(client.clone());
-        }
-        match &self.oauth {
-            Some(server) => server.authenticate(token).await,
-            None => Err(Refusal::InvalidToken("the token is not valid".to_owned())),
-        }
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        out.debug_struct("Admission")
+            .field("tokens", &self.tokens.values().collect::<Vec<_>>())
+            .field("oauth", &self.oauth)
+            .field("policy", &self.policy)
+            .finish()
     }
 }
 
-/// Where a token comes from.
+impl Admission {
+    /// Admits the clients of `tokens` and of the issuer of `oauth`, guarded
+    /// by the access policy made of `policy_file` (if any) and the tokens
+    /// file's schemes.
+    pub fn new(
+        tokens: Option<AccessList>,
+        oauth: Option<ResourceServer>,
+        policy_file: Option<&Path>,
+    ) -> Result<Self> {
+        let listed = tokens.map_or_else(Vec::new, |list| list.clients);
+        let grants: Vec<SchemeGrant<'_>> = listed
+            .iter()
+            .map(|client| SchemeGrant {
+                client: &client.name,
+                schemes: &client.schemes,
+            })
+            .collect();
+        let default_issuer = oauth.as_ref().map(ResourceServer::issuer);
+        let policy = Arc::new(AccessPolicy::build(policy_file, &grants, default_issuer)?);
+        let tokens = listed
+            .into_iter()
+            .map(|listed| {
+                let principal = Principal::of_tokens_file(&listed.name, listed.groups);
+                let guard = policy.guard(&listed.name, &principal);
+                let client = Client {
+                    name: listed.name.into(),
+                    principal: Arc::new(principal),
+                    scope: Scope::Guarded(guard),
+                    reads: listed.reads,
+                };
+                (listed.token_hash, client)
+            })
+            .collect();
+        Ok(Self {
+            tokens,
+            oauth,
+            policy,
+        })
+    }
+
+    /// The client called `name`, for explaining a decision offline: a
+    /// tokens file's client (whose groups are the file's), or `oauth:SUBJECT`
+    /// with the groups, scopes and client id a token of the issuer would
+    /// carry.
+    pub fn client_named(
+        &self,
+        name: &str,
+        groups: BTreeSet<String>,
+        scopes: BTreeSet<String>,
+        client_id: Option<String>,
+    ) -> Result<Client> {
+        if let Some(subject) = name.strip_prefix("oauth:") {
+            let server = self
+                .oauth
+                .as_ref()
+                .context("an `oauth:` principal needs the auth file (--auth)")?;
+            let principal = Principal {
+                subject: subject.to_owned(),
+                client_id: client_id.unwrap_or_default(),
+                issuer: server.issuer().to_owned(),
+                groups,
+                scopes,
+            };
+            let guard = self.policy.guard(name, &principal);
+            return Ok(Client {
+                name: name.into(),
+                principal: Arc::new(principal),
+                scope: Scope::Guarded(guard),
+                reads: None,
+            });
+        }
+        if !groups.is_empty() || !scopes.is_empty() || client_id.is_some() {
+            bail!(
+                "a tokens-file client's groups come from the tokens file; give no --group, --scope or --client-id"
+            );
+        }
+        self.tokens
+            .values()
+            .find(|client| &*client.name == name)
+            .cloned()
+            .with_context(|| {
+                format!(
+                    "no client {name:?} in the tokens file (an issuer's client is `oauth:SUBJECT`)"
+                )
+            })
+    }
+
+    /// The access policy every client is guarded by.
+    pub fn policy(&self) -> &AccessPolicy {
+        &self.policy
+    }
+
+    /// The client whose bearer `token` this is: a tokens file's first, then
+    /// the issuer's.
+    pub async fn admit(&self, token: &str) -> Result<Client, Refusal> {
+        if let Some(client) = self.tokens.get(&sha256(token.as_bytes())) {
+            return Ok(client.clone());
+        }
+        let Some(server) = &self.oauth else {
+            return Err(Refusal::InvalidToken("the token is not valid".to_owned()));
+        };
+        let principal = server.authenticate(token).await?;
+        let name = format!("oauth:{}", principal.subject);
+        let guard = self.policy.guard(&name, &principal);
+        Ok(Client {
+            name: name.into(),
+            principal: Arc::new(principal),
+            scope: Scope::Guarded(guard),
+            reads: None,
+        })
+    }
+}
+
+/// Where a secret (a client's token, the introspection secret) comes from.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-enum TokenSource {
+pub(crate) enum TokenSource {
     FromEnv(String),
     FromFile(PathBuf),
+}
+
+impl TokenSource {
+    /// The secret: the variable's value, or the file's text (relative to
+    /// `base`) without its line ending.
+    pub(crate) fn read(&self, base: &Path) -> Result<String> {
+        match self {
+            Self::FromEnv(variable) => std::env::var(variable)
+                .with_context(|| format!("the variable {variable} is not set")),
+            Self::FromFile(file) => {
+                let file = base.join(file);
+                Ok(std::fs::read_to_string(&file)
+                    .with_context(|| format!("cannot read {}", file.display()))?
+                    .trim_end_matches(['\n', '\r'])
+                    .to_owned())
+            }
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -129,7 +260,10 @@ enum TokenSource {
 struct ClientEntry {
     token: Option<TokenSource>,
     token_sha256: Option<String>,
+    #[serde(default)]
     schemes: Vec<String>,
+    #[serde(default)]
+    groups: BTreeSet<String>,
     reads_per_minute: Option<NonZeroU32>,
 }
 
@@ -139,17 +273,18 @@ struct TokensFile {
     clients: BTreeMap<String, ClientEntry>,
 }
 
-/// The clients of a tokens file, by the SHA-256 of their token.
+/// The clients of a tokens file.
 pub struct AccessList {
-    by_token_hash: HashMap<[u8; 32], Client>,
+    clients: Vec<ListedClient>,
 }
 
-impl std::fmt::Debug for AccessList {
-    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        out.debug_list()
-            .entries(self.by_token_hash.values().map(|client| &client.name))
-            .finish()
-    }
+/// One client of a tokens file.
+struct ListedClient {
+    name: String,
+    token_hash: [u8; 32],
+    schemes: Vec<String>,
+    groups: BTreeSet<String>,
+    reads: Option<Arc<ReadLimit>>,
 }
 
 impl AccessList {
@@ -158,7 +293,7 @@ impl AccessList {
     pub fn read(path: &Path) -> Result<Self> {
         let file: TokensFile = crate::toml_file::read(path, "tokens file")?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let mut by_token_hash = HashMap::new();
+        let mut clients: Vec<ListedClient> = Vec::new();
         for (name, entry) in file.clients {
             if name.contains(':') {
                 bail!(
@@ -166,37 +301,29 @@ impl AccessList {
                     path.display()
                 );
             }
-            let hash = token_hash(&entry, base)
+            let token_hash = token_hash(&entry, base)
                 .with_context(|| format!("client {name:?} of {}", path.display()))?;
-            let scope = if entry.schemes.iter().any(|scheme| scheme == "*") {
-                Scope::All
-            } else {
-                Scope::Schemes(Arc::new(entry.schemes.into_iter().collect::<BTreeSet<_>>()))
-            };
+            if clients.iter().any(|client| client.token_hash == token_hash) {
+                bail!(
+                    "client {name:?} of {} shares its token with another client",
+                    path.display()
+                );
+            }
             let reads = entry.reads_per_minute.map(|per_minute| {
                 Arc::new(ReadLimit {
                     per_minute,
                     limiter: RateLimiter::direct(Quota::per_minute(per_minute)),
                 })
             });
-            let client = Client {
-                name: name.as_str().into(),
-                scope,
+            clients.push(ListedClient {
+                name,
+                token_hash,
+                schemes: entry.schemes,
+                groups: entry.groups,
                 reads,
-            };
-            if by_token_hash.insert(hash, client).is_some() {
-                bail!(
-                    "client {name:?} of {} shares its token with another client",
-                    path.display()
-                );
-            }
+            });
         }
-        Ok(Self { by_token_hash })
-    }
-
-    /// The client whose token `presented` is.
-    pub fn client(&self, presented: &str) -> Option<&Client> {
-        self.by_token_hash.get(&sha256(presented.as_bytes()))
+        Ok(Self { clients })
     }
 }
 
@@ -211,15 +338,7 @@ fn token_hash(entry: &ClientEntry, base: &Path) -> Result<[u8; 32]> {
                 .context("`token_sha256` must be 64 hex digits")?;
             return Ok(bytes);
         }
-        (Some(TokenSource::FromEnv(variable)), None) => std::env::var(variable)
-            .with_context(|| format!("its token variable {variable} is not set"))?,
-        (Some(TokenSource::FromFile(file)), None) => {
-            let file = base.join(file);
-            std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read its token file {}", file.display()))?
-                .trim_end_matches(['\n', '\r'])
-                .to_owned()
-        }
+        (Some(source), None) => source.read(base).context("its token")?,
     };
     if token.len() < 16 {
         bail!("its token is shorter than 16 characters");

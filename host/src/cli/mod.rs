@@ -1,5 +1,5 @@
 //! Command-line arguments and `resmux serve`; the other subcommands live in
-//! [`query`], [`check`], [`inspect`], [`top`] and, for plugin authors,
+//! [`query`], [`check`], [`inspect`], [`top`], [`policy`] and, for plugin authors,
 //! [`author`]. Output for people goes to
 //! stdout; logs go to stderr, and `serve` keeps stdout for protocol messages
 //! alone.
@@ -7,6 +7,7 @@
 mod author;
 mod check;
 mod inspect;
+mod policy;
 mod query;
 mod top;
 
@@ -84,6 +85,11 @@ pub enum Command {
         /// let clients in (beside the tokens file's, if both are given).
         #[arg(long, env = "RESMUX_AUTH", requires = "http")]
         auth: Option<PathBuf>,
+        /// A Cedar access policy: what the clients of --tokens and --auth may
+        /// list, read, subscribe to and complete, URI by URI (see `resmux
+        /// policy schema`). The tokens file's `schemes` are added to it.
+        #[arg(long, env = "RESMUX_ACCESS_POLICY", requires = "http")]
+        access_policy: Option<PathBuf>,
         /// HTTP connections open at once; more are closed as they arrive.
         #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, requires = "http")]
         max_connections: usize,
@@ -218,6 +224,11 @@ pub enum Command {
         #[command(flatten)]
         cache: CacheArgs,
     },
+    /// Explain the access policy: its schema, or one decision.
+    Policy {
+        #[command(subcommand)]
+        command: policy::PolicyCommand,
+    },
     /// Show a plugin component's interface, what it says about itself, and
     /// what its manifest grants.
     Inspect {
@@ -347,19 +358,18 @@ pub async fn run(command: Command) -> Result<()> {
             no_tools,
             tokens,
             auth,
+            access_policy,
             max_connections,
             audit_log,
             response_cache_mib,
             metrics,
             trace_uris,
         } => {
-            let tokens = tokens.as_deref().map(AccessList::read).transpose()?;
-            let oauth = auth.as_deref().map(ResourceServer::read).transpose()?;
-            if let Some(oauth) = &oauth {
+            let access = admission(tokens.as_deref(), auth.as_deref(), access_policy.as_deref())?
+                .map(Arc::new);
+            if let Some(oauth) = access.as_ref().and_then(|access| access.oauth.as_ref()) {
                 oauth.prefetch_keys().await;
             }
-            let access = (tokens.is_some() || oauth.is_some())
-                .then(|| Arc::new(Admission { tokens, oauth }));
             let http = http.map(|address| HttpOptions {
                 address,
                 allowed_hosts,
@@ -419,6 +429,7 @@ pub async fn run(command: Command) -> Result<()> {
         Command::Bindings { lang, dir } => author::bindings::write_bindings(lang, &dir),
         Command::Componentize { module, out } => author::bindings::componentize(&module, &out),
         Command::Dev { dir, http, cache } => author::dev::dev(&dir, http, cache).await,
+        Command::Policy { command } => policy::run(command),
         Command::Inspect {
             component,
             manifest,
@@ -426,6 +437,27 @@ pub async fn run(command: Command) -> Result<()> {
             cache,
         } => inspect::inspect(&component, manifest, policy.as_deref(), cache).await,
     }
+}
+
+/// Who may connect, and the access policy that guards them: none without a
+/// tokens file or an auth file.
+fn admission(
+    tokens: Option<&Path>,
+    auth: Option<&Path>,
+    access_policy: Option<&Path>,
+) -> Result<Option<Admission>> {
+    if tokens.is_none() && auth.is_none() {
+        if let Some(path) = access_policy {
+            anyhow::bail!(
+                "access policy {} decides for the clients of --tokens and --auth; give one of them",
+                path.display()
+            );
+        }
+        return Ok(None);
+    }
+    let tokens = tokens.map(AccessList::read).transpose()?;
+    let oauth = auth.map(ResourceServer::read).transpose()?;
+    Admission::new(tokens, oauth, access_policy).map(Some)
 }
 
 async fn namespace(folder: &FolderArgs) -> Result<Namespace> {

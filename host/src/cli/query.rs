@@ -63,7 +63,7 @@ pub async fn read(folder: FolderArgs, uri: &str, output: Option<&Path>) -> Resul
     let namespace = namespace(&folder).await?;
     let uri =
         Uri::parse(uri).map_err(|reason| anyhow::anyhow!("invalid URI {uri:?}: it {reason}"))?;
-    let read = namespace.read(&uri, &Scope::All).await?;
+    let read = namespace.read(&uri).await?;
     if let Some(output) = output {
         let mut file = std::fs::File::create(output)
             .with_context(|| format!("cannot create {}", output.display()))?;
@@ -112,7 +112,7 @@ pub async fn complete(
 ) -> Result<()> {
     let namespace = namespace(&folder).await?;
     let completion = namespace
-        .complete(template, argument, value, context, &Scope::All)
+        .complete(template, argument, value, context)
         .await?;
     let mut stdout = std::io::stdout().lock();
     for value in &completion.values {

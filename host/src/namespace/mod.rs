@@ -5,9 +5,10 @@
 //! completions by scheme, validates every URI before a provider sees it, and
 //! validates every answer before a client sees it. Mounts change while it
 //! serves: each change of the listing, and each change a provider reports for
-//! a subscribed resource ([`changes`]), is announced as an [`Event`]. Every
-//! request is answered within a client's [`Scope`]. It knows nothing of
-//! JSON-RPC or of Wasm.
+//! a subscribed resource ([`changes`]), is announced as an [`Event`].
+//! Listings are filtered entry by entry to a client's [`Scope`]; a read,
+//! completion or subscription is decided by the caller (which audits the
+//! decision) before it gets here. It knows nothing of JSON-RPC or of Wasm.
 
 pub mod answers;
 pub mod changes;
@@ -35,7 +36,7 @@ pub use answers::{DEFAULT_CACHE, Listable};
 use changes::Subscriptions;
 use cursor::{CursorSeal, Listing, Position};
 use promises::Promises;
-pub use scope::Scope;
+pub use scope::{Action, Guard, Outlook, Scope, Verdict};
 use snapshot::{Resume, Snapshots, merge_cache};
 use uri::{SyntaxError, Uri};
 use validate::JsonObject;
@@ -353,10 +354,10 @@ impl Namespace {
 
     /// Reads `uri` from the provider of its scheme.
     #[tracing::instrument(name = "namespace.read", level = "debug", skip_all, fields(resmux.scheme = uri.scheme()))]
-    pub async fn read(&self, uri: &Uri, scope: &Scope) -> Result<Read, NamespaceError> {
+    pub async fn read(&self, uri: &Uri) -> Result<Read, NamespaceError> {
         let text = uri.as_str();
         let scheme = uri.scheme();
-        let mount = self.mount_of(scheme, text, scope)?;
+        let mount = self.mount_of(scheme, text)?;
         let result = mount
             .provider
             .read(uri.path())
@@ -381,26 +382,15 @@ impl Namespace {
         argument: &str,
         value: &str,
         context: Vec<(String, String)>,
-        scope: &Scope,
     ) -> Result<Completion, NamespaceError> {
-        let (scheme, path_template) = uri::split_template(template_uri).map_err(|reason| {
-            NamespaceError::InvalidArgument(format!("template {template_uri:?} {reason}"))
-        })?;
-        if !uri::template_variables(path_template).contains(&argument) {
-            return Err(NamespaceError::InvalidArgument(format!(
-                "template {template_uri} has no argument {argument:?}"
-            )));
-        }
+        let (scheme, path_template) = check_completion(template_uri, argument)?;
         let mount = self
             .current_mounts()
             .get(&scheme)
-            .filter(|_| scope.allows(&scheme))
             .cloned()
-            .ok_or_else(|| {
-                NamespaceError::InvalidArgument(format!("no plugin serves scheme {scheme:?}"))
-            })?;
+            .ok_or_else(|| unserved_completion(&scheme))?;
         let request = CompletionRequest {
-            path_template: path_template.to_owned(),
+            path_template,
             argument: argument.to_owned(),
             value: value.to_owned(),
             context,
@@ -438,7 +428,7 @@ impl Namespace {
         since: Option<String>,
     ) -> Result<Changes, NamespaceError> {
         let root = format!("{scheme}://");
-        let mount = self.mount_of(scheme, &root, &Scope::All)?;
+        let mount = self.mount_of(scheme, &root)?;
         let report = mount
             .provider
             .changes(since)
@@ -475,17 +465,10 @@ impl Namespace {
         })
     }
 
-    /// The mount serving `scheme` within `scope`; for a client, a scheme
-    /// outside its scope is not served.
-    fn mount_of(
-        &self,
-        scheme: &str,
-        uri: &str,
-        scope: &Scope,
-    ) -> Result<Arc<Mount>, NamespaceError> {
+    /// The mount serving `scheme`.
+    fn mount_of(&self, scheme: &str, uri: &str) -> Result<Arc<Mount>, NamespaceError> {
         self.current_mounts()
             .get(scheme)
-            .filter(|_| scope.allows(scheme))
             .cloned()
             .ok_or_else(|| NamespaceError::NotFound {
                 uri: uri.to_owned(),
@@ -493,10 +476,9 @@ impl Namespace {
             })
     }
 
-    /// Whether `uri` could be served to a client with `scope`: of a scheme
-    /// served within it.
-    pub fn check_servable(&self, uri: &Uri, scope: &Scope) -> Result<(), NamespaceError> {
-        self.mount_of(uri.scheme(), uri.as_str(), scope).map(drop)
+    /// Whether `uri` could be served: a plugin serves its scheme.
+    pub fn check_servable(&self, uri: &Uri) -> Result<(), NamespaceError> {
+        self.mount_of(uri.scheme(), uri.as_str()).map(drop)
     }
 
     /// Fills one page of a merged listing, provider after provider in scheme
@@ -530,7 +512,8 @@ impl Namespace {
             let scheme = position.scheme.as_str();
             // A scheme gone since the cursor was made (clients were told the
             // listing changed) or outside this client's scope is skipped.
-            let Some(mount) = mounts.get(scheme).filter(|_| scope.allows(scheme)) else {
+            let outlook = scope.outlook(Action::List, scheme);
+            let Some(mount) = mounts.get(scheme).filter(|_| outlook != Outlook::Nothing) else {
                 next = after(scheme);
                 continue;
             };
@@ -556,7 +539,15 @@ impl Namespace {
                 cache = Some(cache.map_or(part, |merged| merge_cache(merged, part)));
             }
             let offset = position.offset + taken.items.len();
-            items.extend(taken.items);
+            match outlook {
+                Outlook::EntryByEntry => items.extend(taken.items.into_iter().filter(|item| {
+                    let path = T::uri_of(item)
+                        .split_once("://")
+                        .map_or("", |(_, path)| path);
+                    scope.decide(Action::List, scheme, path).permitted
+                })),
+                _ => items.extend(taken.items),
+            }
             next = if taken.ended {
                 after(scheme)
             } else {
@@ -615,17 +606,28 @@ async fn fetch_page<T: Listable>(
 /// A listing whose snapshots a mount keeps.
 trait Snapshotted: Listable {
     fn snapshots(mount: &Mount) -> &Snapshots<Self::Admitted>;
+
+    /// The full URI (or URI template) of an admitted entry.
+    fn uri_of(entry: &Self::Admitted) -> &str;
 }
 
 impl Snapshotted for ResourceEntry {
     fn snapshots(mount: &Mount) -> &Snapshots<Resource> {
         &mount.resources
     }
+
+    fn uri_of(entry: &Resource) -> &str {
+        &entry.uri
+    }
 }
 
 impl Snapshotted for TemplateEntry {
     fn snapshots(mount: &Mount) -> &Snapshots<Template> {
         &mount.templates
+    }
+
+    fn uri_of(entry: &Template) -> &str {
+        &entry.uri_template
     }
 }
 
@@ -651,7 +653,7 @@ fn next_scheme(
     mounts
         .range::<str, _>((from, Bound::Unbounded))
         .map(|(scheme, _)| scheme)
-        .find(|scheme| scope.allows(scheme))
+        .find(|scheme| scope.outlook(Action::List, scheme) != Outlook::Nothing)
         .map(|scheme| Position {
             listing,
             scheme: scheme.clone(),
@@ -660,6 +662,28 @@ fn next_scheme(
             inner: None,
             skip: 0,
         })
+}
+
+/// The scheme and path template of a completion request for `argument` of
+/// `template_uri`, if the template is well formed and has that argument.
+pub fn check_completion(
+    template_uri: &str,
+    argument: &str,
+) -> Result<(String, String), NamespaceError> {
+    let (scheme, path_template) = uri::split_template(template_uri).map_err(|reason| {
+        NamespaceError::InvalidArgument(format!("template {template_uri:?} {reason}"))
+    })?;
+    if !uri::template_variables(path_template).contains(&argument) {
+        return Err(NamespaceError::InvalidArgument(format!(
+            "template {template_uri} has no argument {argument:?}"
+        )));
+    }
+    Ok((scheme, path_template.to_owned()))
+}
+
+/// The answer to a completion in a scheme no plugin serves.
+pub fn unserved_completion(scheme: &str) -> NamespaceError {
+    NamespaceError::InvalidArgument(format!("no plugin serves scheme {scheme:?}"))
 }
 
 fn provider_error(uri: &str, error: ProviderError) -> NamespaceError {

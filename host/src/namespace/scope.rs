@@ -1,25 +1,104 @@
-//! The schemes one client may use. Outside its scope a scheme does not exist
-//! for the client: it is left out of listings, and reads, completions and
-//! subscriptions find nothing there.
+//! What one client may reach. A client without access control reaches
+//! everything; any other client is behind a [`Guard`], which decides each
+//! action on each URI. Outside what the guard permits a resource does not
+//! exist for the client: it is left out of listings, and reads, completions
+//! and subscriptions find nothing there. The namespace knows how to ask, not
+//! how the guard decides (that is the access layer's policy engine).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// Which schemes a request may reach.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+/// What a client does with a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// See it in a listing (resources or templates).
+    List,
+    /// Read it, directly or through the tool bridge.
+    Read,
+    /// Hear of its changes.
+    Subscribe,
+    /// Complete an argument of its template.
+    Complete,
+}
+
+impl Action {
+    pub const ALL: [Self; 4] = [Self::List, Self::Read, Self::Subscribe, Self::Complete];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::List => "list",
+            Self::Read => "read",
+            Self::Subscribe => "subscribe",
+            Self::Complete => "complete",
+        }
+    }
+}
+
+/// A guard's answer for one action on one URI, and what made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub permitted: bool,
+    /// The rules that decided: those that permitted it, or those that
+    /// forbade it; empty when nothing permitted it.
+    pub by: Vec<String>,
+}
+
+/// What a guard says of an action on a whole scheme, before any path is
+/// known: every path is permitted, none is, or each must be asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outlook {
+    Everything,
+    Nothing,
+    EntryByEntry,
+}
+
+/// Decides what one client may do.
+pub trait Guard: Send + Sync + std::fmt::Debug {
+    /// The decision on `action` for the resource at `path` of `scheme` (a
+    /// template's path for templates and completions).
+    fn decide(&self, action: Action, scheme: &str, path: &str) -> Verdict;
+
+    /// What every decision on `action` within `scheme` will be, where that is
+    /// known without a path. Must never say `Everything` or `Nothing` where
+    /// [`Guard::decide`] could say otherwise for some path.
+    fn outlook(&self, action: Action, scheme: &str) -> Outlook;
+}
+
+/// Which resources a request may reach.
+#[derive(Debug, Clone, Default)]
 pub enum Scope {
-    /// Every scheme: stdio, and HTTP without access control.
+    /// Everything: stdio, and HTTP without access control.
     #[default]
     All,
-    /// Only these.
-    Schemes(Arc<BTreeSet<String>>),
+    /// What this guard permits.
+    Guarded(Arc<dyn Guard>),
 }
 
 impl Scope {
-    pub fn allows(&self, scheme: &str) -> bool {
+    /// The decision on `action` for `path` of `scheme`.
+    pub fn decide(&self, action: Action, scheme: &str, path: &str) -> Verdict {
         match self {
-            Self::All => true,
-            Self::Schemes(schemes) => schemes.contains(scheme),
+            Self::All => Verdict {
+                permitted: true,
+                by: Vec::new(),
+            },
+            Self::Guarded(guard) => guard.decide(action, scheme, path),
         }
+    }
+
+    pub fn outlook(&self, action: Action, scheme: &str) -> Outlook {
+        match self {
+            Self::All => Outlook::Everything,
+            Self::Guarded(guard) => guard.outlook(action, scheme),
+        }
+    }
+
+    /// Whether anything of `scheme` may show in this scope's listings: the
+    /// client hears of the scheme's listing changes only then.
+    pub fn may_list_any_of(&self, scheme: &str) -> bool {
+        self.outlook(Action::List, scheme) != Outlook::Nothing
+    }
+
+    pub fn is_guarded(&self) -> bool {
+        matches!(self, Self::Guarded(_))
     }
 }

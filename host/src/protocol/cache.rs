@@ -1,7 +1,10 @@
 //! The response cache: list pages and reads kept for as long as their
 //! provider's cache hint (`ttl-ms`) allows, so repeated requests spare the
-//! plugin. A `private` answer is kept for the client that got it alone; a
-//! `public` one is shared by clients with the same scope. A change announced
+//! plugin. A `private` answer is kept for the client that got it alone. A
+//! `public` read is shared by every client: each read is decided by the
+//! client's scope before the cache is asked. A `public` list page, filtered
+//! to one client's scope, is shared only by clients without a guard, and
+//! otherwise kept for its client alone. A change announced
 //! by the namespace drops what it may have made stale: an updated resource
 //! its reads, a changed scheme every page and its reads. Answers served from
 //! the cache carry the ttl they have left. Reads served from here still pass
@@ -70,12 +73,11 @@ impl<T: Hinted> Cached<T> {
     }
 }
 
-/// Whose an entry is: a client's own (private answers), or shared by every
-/// client with one scope.
+/// Whose an entry is: a client's own, or everyone's.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 enum Owner {
     Client(Arc<str>),
-    Scope(Scope),
+    Everyone,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -159,8 +161,8 @@ impl ResponseCache {
     }
 
     /// A kept read of `uri` that `client` may have, with the ttl it has left.
-    pub fn read(&self, uri: &Uri, client: &Arc<str>, scope: &Scope) -> Option<Read> {
-        let kept = [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
+    pub fn read(&self, uri: &Uri, client: &Arc<str>) -> Option<Read> {
+        let kept = [Owner::Client(client.clone()), Owner::Everyone]
             .into_iter()
             .find_map(|owner| {
                 self.reads.get(&ReadKey {
@@ -172,9 +174,10 @@ impl ResponseCache {
         count_lookup("read", kept)
     }
 
-    pub fn keep_read(&self, uri: &Uri, client: &Arc<str>, scope: &Scope, read: &Read) {
+    pub fn keep_read(&self, uri: &Uri, client: &Arc<str>, read: &Read) {
         let bytes = read.byte_count();
-        if let Some((owner, cached)) = entry(read.cache, client, scope, read.clone(), bytes) {
+        let public = Owner::Everyone;
+        if let Some((owner, cached)) = entry(read.cache, client, public, read.clone(), bytes) {
             let key = ReadKey {
                 uri: uri.as_str().to_owned(),
                 owner,
@@ -191,15 +194,18 @@ impl ResponseCache {
         client: &Arc<str>,
         scope: &Scope,
     ) -> Option<Listed<T>> {
-        let kept = [Owner::Client(client.clone()), Owner::Scope(scope.clone())]
-            .into_iter()
-            .find_map(|owner| {
-                T::pages(self).0.get(&PageKey {
-                    cursor: cursor.map(str::to_owned),
-                    owner,
-                })
+        let kept = [
+            Owner::Client(client.clone()),
+            public_page_owner(client, scope),
+        ]
+        .into_iter()
+        .find_map(|owner| {
+            T::pages(self).0.get(&PageKey {
+                cursor: cursor.map(str::to_owned),
+                owner,
             })
-            .map(|cached| cached.fresh());
+        })
+        .map(|cached| cached.fresh());
         count_lookup("page", kept)
     }
 
@@ -212,7 +218,8 @@ impl ResponseCache {
     ) {
         // A rough size: listings are small next to reads.
         let bytes = (page.items.len() as u64).saturating_mul(512);
-        if let Some((owner, cached)) = entry(page.cache, client, scope, page.clone(), bytes) {
+        let public = public_page_owner(client, scope);
+        if let Some((owner, cached)) = entry(page.cache, client, public, page.clone(), bytes) {
             let key = PageKey {
                 cursor: cursor.map(str::to_owned),
                 owner,
@@ -249,11 +256,21 @@ impl ResponseCache {
     }
 }
 
-/// The entry for an answer with `hint`, or none if it may not be kept.
+/// Who shares a public page filtered to `scope`: everyone when nothing is
+/// filtered out, else `client` alone.
+fn public_page_owner(client: &Arc<str>, scope: &Scope) -> Owner {
+    match scope {
+        Scope::All => Owner::Everyone,
+        Scope::Guarded(_) => Owner::Client(client.clone()),
+    }
+}
+
+/// The entry for an answer with `hint`, or none if it may not be kept: a
+/// private answer is `client`'s, a public one `public`'s.
 fn entry<T>(
     hint: CacheHint,
     client: &Arc<str>,
-    scope: &Scope,
+    public: Owner,
     value: T,
     bytes: u64,
 ) -> Option<(Owner, Cached<T>)> {
@@ -262,7 +279,7 @@ fn entry<T>(
     }
     let owner = match hint.scope {
         CacheScope::Private => Owner::Client(client.clone()),
-        CacheScope::Public => Owner::Scope(scope.clone()),
+        CacheScope::Public => public,
     };
     let cached = Cached {
         value: Arc::new(value),

@@ -3,7 +3,10 @@
 //! protocol revision, plus the [`tools`] bridge for tool-only clients and
 //! change notifications ([`notify`]). Every request is answered for the
 //! [`Client`] the transport authenticated (the local client on stdio), within
-//! its scope; every read passes its rate limit and reaches the audit log.
+//! its scope: listings are filtered entry by entry below, and a read,
+//! subscription or completion is decided here first, so that the decision
+//! reaches the audit log. For a guarded client a refused URI and one that
+//! does not exist get the same answer. Every read passes its rate limit.
 //! Era-specific details live here and nowhere below: the not-found code
 //! (rmcp sends -32002 up to 2025-11-25 and -32602 from 2026-07-28), and
 //! `ttlMs`/`cacheScope`, sent only to 2026-07-28 clients.
@@ -28,7 +31,7 @@ use crate::access::Client;
 use crate::access::audit::{AuditLog, Record};
 use crate::contract::{self, Body, CacheHint, Metadata, ProviderError};
 use crate::namespace::uri::Uri;
-use crate::namespace::{self, Namespace, NamespaceError, Read};
+use crate::namespace::{self, Action, Namespace, NamespaceError, Read, Scope, Verdict};
 use crate::telemetry::metrics::ClientLabel;
 
 mod cache;
@@ -93,8 +96,10 @@ impl ResmuxServer {
     }
 
     /// One read for `client`: its rate limit first, then the URI parsed, then
-    /// the namespace within its scope; recorded in the audit log either way.
+    /// the client's scope decides, then the namespace; recorded in the audit
+    /// log either way.
     async fn read(&self, client: &Client, uri: &str, via: &str) -> Result<Read, ReadRefusal> {
+        let mut verdict = None;
         let outcome = match client.admit_read() {
             Err(refusal) => {
                 crate::telemetry::metrics()
@@ -106,45 +111,89 @@ impl ResmuxServer {
                 Err(ReadRefusal::RateLimited(refusal))
             }
             Ok(()) => match parse_uri(uri) {
-                Ok(uri) => self.read_through_cache(client, &uri).await,
+                Ok(parsed) => {
+                    let decided = client
+                        .scope
+                        .decide(Action::Read, parsed.scheme(), parsed.path());
+                    let permitted = decided.permitted;
+                    verdict = Some(decided);
+                    match permitted {
+                        true => self.read_through_cache(client, &parsed).await,
+                        false => Err(unseen(parsed.as_str())),
+                    }
+                    .map_err(|error| ReadRefusal::Namespace(hide(&client.scope, error)))
+                }
                 Err(error) => Err(ReadRefusal::Namespace(error)),
             },
         };
-        if let Some(audit) = &self.audit {
-            let (outcome_name, bytes) = match &outcome {
-                Ok(read) => ("ok", read.byte_count()),
-                Err(ReadRefusal::RateLimited(_)) => ("rate-limited", 0),
-                Err(ReadRefusal::Namespace(NamespaceError::NotFound { .. })) => ("not-found", 0),
-                Err(ReadRefusal::Namespace(NamespaceError::InvalidUri { .. })) => ("invalid", 0),
-                Err(ReadRefusal::Namespace(_)) => ("failed", 0),
-            };
-            audit.record(&Record {
-                client: &client.name,
-                via,
-                uri,
-                outcome: outcome_name,
-                bytes,
-            });
-        }
+        let (outcome_name, bytes) = match &outcome {
+            Ok(read) => ("ok", read.byte_count()),
+            Err(ReadRefusal::RateLimited(_)) => ("rate-limited", 0),
+            Err(ReadRefusal::Namespace(NamespaceError::NotFound { .. })) => ("not-found", 0),
+            Err(ReadRefusal::Namespace(NamespaceError::InvalidUri { .. })) => ("invalid", 0),
+            Err(ReadRefusal::Namespace(_)) => ("failed", 0),
+        };
+        self.audit(
+            client,
+            Action::Read,
+            via,
+            uri,
+            verdict.as_ref(),
+            outcome_name,
+            bytes,
+        );
         outcome
     }
 
-    async fn read_through_cache(&self, client: &Client, uri: &Uri) -> Result<Read, ReadRefusal> {
-        let scope = &client.scope;
+    /// One line of the audit log, if there is one.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one line of the audit log has that many fields"
+    )]
+    fn audit(
+        &self,
+        client: &Client,
+        action: Action,
+        via: &str,
+        uri: &str,
+        verdict: Option<&Verdict>,
+        outcome: &str,
+        bytes: u64,
+    ) {
+        let Some(audit) = &self.audit else {
+            return;
+        };
+        audit.record(&Record {
+            client: &client.name,
+            subject: &client.principal.subject,
+            client_id: &client.principal.client_id,
+            action: action.name(),
+            via,
+            uri,
+            decision: verdict.map(|verdict| match verdict.permitted {
+                true => "allow",
+                false => "deny",
+            }),
+            policies: verdict.map_or(&[], |verdict| &verdict.by),
+            outcome,
+            bytes,
+        });
+    }
+
+    /// A read the client's scope permits, from the cache if it is kept there.
+    /// A public answer is shared by every client, as each is decided before
+    /// the cache is asked.
+    async fn read_through_cache(&self, client: &Client, uri: &Uri) -> Result<Read, NamespaceError> {
         if let Some(kept) = self
             .cache
             .as_ref()
-            .and_then(|cache| cache.read(uri, &client.name, scope))
+            .and_then(|cache| cache.read(uri, &client.name))
         {
             return Ok(kept);
         }
-        let read = self
-            .namespace
-            .read(uri, scope)
-            .await
-            .map_err(ReadRefusal::Namespace)?;
+        let read = self.namespace.read(uri).await?;
         if let Some(cache) = &self.cache {
-            cache.keep_read(uri, &client.name, scope, &read);
+            cache.keep_read(uri, &client.name, &read);
         }
         Ok(read)
     }
@@ -170,6 +219,75 @@ impl ResmuxServer {
             cache.keep_page(cursor, &client.name, scope, &page);
         }
         Ok(page)
+    }
+}
+
+impl ResmuxServer {
+    /// Completes `argument` of `template_uri` for `client`, if its scope
+    /// permits; the decision is audited.
+    async fn complete_for(
+        &self,
+        client: &Client,
+        template_uri: &str,
+        argument: &str,
+        value: &str,
+        chosen: Vec<(String, String)>,
+    ) -> Result<contract::Completion, NamespaceError> {
+        let (scheme, path_template) = namespace::check_completion(template_uri, argument)?;
+        let verdict = client
+            .scope
+            .decide(Action::Complete, &scheme, &path_template);
+        let completion = match verdict.permitted {
+            true => {
+                self.namespace
+                    .complete(template_uri, argument, value, chosen)
+                    .await
+            }
+            false => Err(namespace::unserved_completion(&scheme)),
+        };
+        let completion = completion.map_err(|error| match error {
+            NamespaceError::NotFound { .. } if client.scope.is_guarded() => {
+                namespace::unserved_completion(&scheme)
+            }
+            error => error,
+        });
+        let outcome = match &completion {
+            Ok(_) => "ok",
+            Err(NamespaceError::InvalidArgument(_) | NamespaceError::NotFound { .. }) => {
+                "not-found"
+            }
+            Err(_) => "failed",
+        };
+        self.audit(
+            client,
+            Action::Complete,
+            "completion/complete",
+            template_uri,
+            Some(&verdict),
+            outcome,
+            0,
+        );
+        completion
+    }
+}
+
+/// What a request learns of a URI it may not use: the same as of one that
+/// does not exist.
+const UNSEEN: &str = "it does not exist, or this client may not see it";
+
+fn unseen(uri: &str) -> NamespaceError {
+    NamespaceError::NotFound {
+        uri: uri.to_owned(),
+        reason: UNSEEN.to_owned(),
+    }
+}
+
+/// For a guarded client, any not-found answer reads like a refusal, so that
+/// a refused URI cannot be told from one that does not exist.
+fn hide(scope: &Scope, error: NamespaceError) -> NamespaceError {
+    match error {
+        NamespaceError::NotFound { uri, .. } if scope.is_guarded() => unseen(&uri),
+        error => error,
     }
 }
 
@@ -297,14 +415,14 @@ impl ServerHandler for ResmuxServer {
             .into_iter()
             .collect();
         chosen.sort();
+        let client = client_of(&context.extensions);
         let completion = self
-            .namespace
-            .complete(
+            .complete_for(
+                &client,
                 template_uri,
                 &request.argument.name,
                 &request.argument.value,
                 chosen,
-                &client_of(&context.extensions).scope,
             )
             .await
             .map_err(error_data)?;
@@ -357,9 +475,25 @@ impl ServerHandler for ResmuxServer {
     ) -> Result<(), ErrorData> {
         let client = client_of(&context.extensions);
         let uri = parse_uri(&request.uri).map_err(error_data)?;
-        self.namespace
-            .check_servable(&uri, &client.scope)
-            .map_err(error_data)?;
+        let verdict = client
+            .scope
+            .decide(Action::Subscribe, uri.scheme(), uri.path());
+        let decided = match verdict.permitted {
+            true => self.namespace.check_servable(&uri),
+            false => Err(unseen(uri.as_str())),
+        }
+        .map_err(|error| hide(&client.scope, error));
+        let outcome = if decided.is_ok() { "ok" } else { "not-found" };
+        self.audit(
+            &client,
+            Action::Subscribe,
+            "resources/subscribe",
+            uri.as_str(),
+            Some(&verdict),
+            outcome,
+            0,
+        );
+        decided.map_err(error_data)?;
         self.session
             .subscribe(&uri)
             .map_err(|reason| ErrorData::invalid_params(reason, None))

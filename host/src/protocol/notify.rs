@@ -21,7 +21,7 @@ use rmcp::service::{Peer, SubscriptionContext};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::namespace::uri::Uri;
-use crate::namespace::{Event, Namespace, Scope};
+use crate::namespace::{Action, Event, Namespace, Scope};
 
 /// How often a forwarder checks that its session is still there.
 const SESSION_CHECK: Duration = Duration::from_secs(1);
@@ -112,7 +112,9 @@ pub fn forward_to_session(session: &Arc<Session>, peer: Peer<RoleServer>, scope:
                 return;
             };
             let notifications = match event {
-                Ok(Event::ListChanged { scheme }) if scope.allows(&scheme) => vec![list_changed()],
+                Ok(Event::ListChanged { scheme }) if scope.may_list_any_of(&scheme) => {
+                    vec![list_changed()]
+                }
                 Ok(Event::Updated { uri }) if live.is_subscribed(&uri) => vec![updated(uri)],
                 Ok(_) => Vec::new(),
                 // Fell behind: anything may have changed.
@@ -140,7 +142,12 @@ pub async fn listen(namespace: &Namespace, context: SubscriptionContext, scope: 
         .unwrap_or_default()
         .iter()
         .filter_map(|uri| Uri::parse(uri).ok())
-        .filter(|uri| namespace.check_servable(uri, &scope).is_ok())
+        .filter(|uri| {
+            namespace.check_servable(uri).is_ok()
+                && scope
+                    .decide(Action::Subscribe, uri.scheme(), uri.path())
+                    .permitted
+        })
         .map(|uri| uri.as_str().to_owned())
         .collect();
     let _subscribed = Counted::new(namespace, &uris);
@@ -152,7 +159,7 @@ pub async fn listen(namespace: &Namespace, context: SubscriptionContext, scope: 
             event = events.recv() => event,
         };
         let notifications = match event {
-            Ok(Event::ListChanged { scheme }) if list_changes && scope.allows(&scheme) => {
+            Ok(Event::ListChanged { scheme }) if list_changes && scope.may_list_any_of(&scheme) => {
                 vec![list_changed()]
             }
             Ok(Event::Updated { uri }) if uris.contains(&uri) => vec![updated(uri)],

@@ -1,6 +1,8 @@
 //! From a verified token's claims to who is asking: the subject (`sub`, a
-//! name RFC 9068 requires) and the scopes (`scope` as RFC 9068 and RFC 8693
-//! give it, or `scp` as a string or a list). Also the words a refusal uses.
+//! name RFC 9068 requires), the client (`client_id`, else `azp`), the scopes
+//! (`scope` as RFC 9068 and RFC 8693 give it, or `scp` as a string or a
+//! list) and the groups (the operator's groups claim, a list or a string).
+//! Also the words a refusal uses.
 
 use std::collections::BTreeSet;
 
@@ -9,33 +11,45 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::errors::{Error, ErrorKind};
 use serde_json::{Map, Value};
 
-/// Who a verified token names, and what it may do.
-pub struct Principal {
-    pub subject: String,
-    pub scopes: BTreeSet<String>,
-}
+use crate::access::principal::Principal;
 
-impl Principal {
-    /// Who a verified token's `claims` name.
-    pub fn from_claims(claims: &Map<String, Value>) -> Result<Self, String> {
-        let subject = match claims.get("sub") {
-            Some(Value::String(subject)) if !subject.is_empty() => subject.clone(),
-            Some(_) => return Err("the token's \"sub\" claim is not a name".to_owned()),
-            None => return Err("the token has no \"sub\" claim".to_owned()),
-        };
-        let scopes = ["scope", "scp"]
+/// Who a verified token of `issuer` names, its groups read from the claim
+/// `groups_claim`.
+pub fn principal(
+    claims: &Map<String, Value>,
+    issuer: &str,
+    groups_claim: &str,
+) -> Result<Principal, String> {
+    let subject = match claims.get("sub") {
+        Some(Value::String(subject)) if !subject.is_empty() => subject.clone(),
+        Some(_) => return Err("the token's \"sub\" claim is not a name".to_owned()),
+        None => return Err("the token has no \"sub\" claim".to_owned()),
+    };
+    let client_id = ["client_id", "azp"]
+        .iter()
+        .find_map(|name| claims.get(*name).and_then(Value::as_str))
+        .unwrap_or_default()
+        .to_owned();
+    let list = |names: &[&str], what: &str| {
+        names
             .iter()
             .find_map(|name| claims.get(*name))
-            .map(scope_list)
+            .map(word_list)
             .transpose()
-            .map_err(|()| "the token's scopes are neither a string nor a list of strings")?
-            .unwrap_or_default();
-        Ok(Self { subject, scopes })
-    }
+            .map_err(|()| format!("the token's {what} are neither a string nor a list of strings"))
+            .map(Option::unwrap_or_default)
+    };
+    Ok(Principal {
+        subject,
+        client_id,
+        issuer: issuer.to_owned(),
+        groups: list(&[groups_claim], "groups")?,
+        scopes: list(&["scope", "scp"], "scopes")?,
+    })
 }
 
-/// Scopes as a space-separated string or a list of strings.
-fn scope_list(value: &Value) -> Result<BTreeSet<String>, ()> {
+/// Words as a space-separated string or a list of strings.
+fn word_list(value: &Value) -> Result<BTreeSet<String>, ()> {
     match value {
         Value::String(text) => Ok(text.split_whitespace().map(str::to_owned).collect()),
         Value::Array(items) => items

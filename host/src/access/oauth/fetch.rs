@@ -1,4 +1,5 @@
-//! Fetching the issuer's documents (metadata, keys): HTTPS checked against
+//! Fetching the issuer's documents (metadata, keys, introspection answers):
+//! HTTPS checked against
 //! the system's trust store (with the process's TLS provider, ring, which
 //! `main` installs), plain HTTP only on loopback, no redirects, a
 //! time limit and a size limit.
@@ -33,25 +34,49 @@ impl Fetcher {
     /// GETs `url` and parses its body as JSON.
     pub async fn json<T: DeserializeOwned>(&self, url: &Url) -> Result<T> {
         require_secure(url)?;
-        let mut response = self.client.get(url.clone()).send().await?;
-        if !response.status().is_success() {
-            bail!("answered {}", response.status());
-        }
-        if response
-            .content_length()
-            .is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64)
-        {
+        read_json(self.client.get(url.clone()).send().await?).await
+    }
+
+    /// POSTs `form` to `url` as the client `user` with HTTP Basic (RFC 6749
+    /// §2.3.1), and parses the answer as JSON.
+    pub async fn post_form<T: DeserializeOwned>(
+        &self,
+        url: &Url,
+        (user, password): (&str, &str),
+        form: &[(&str, &str)],
+    ) -> Result<T> {
+        require_secure(url)?;
+        let encode =
+            |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+        let request = self
+            .client
+            .post(url.clone())
+            .basic_auth(encode(user), Some(encode(password)))
+            .header(reqwest::header::ACCEPT, "application/json")
+            .form(form);
+        read_json(request.send().await?).await
+    }
+}
+
+/// A successful answer's body, at most [`MAX_DOCUMENT_BYTES`], as JSON.
+async fn read_json<T: DeserializeOwned>(mut response: reqwest::Response) -> Result<T> {
+    if !response.status().is_success() {
+        bail!("answered {}", response.status());
+    }
+    if response
+        .content_length()
+        .is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64)
+    {
+        bail!("is larger than {MAX_DOCUMENT_BYTES} bytes");
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
             bail!("is larger than {MAX_DOCUMENT_BYTES} bytes");
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await? {
-            if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-                bail!("is larger than {MAX_DOCUMENT_BYTES} bytes");
-            }
-            body.extend_from_slice(&chunk);
-        }
-        serde_json::from_slice(&body).context("is not the JSON expected")
+        body.extend_from_slice(&chunk);
     }
+    serde_json::from_slice(&body).context("is not the JSON expected")
 }
 
 /// HTTPS, or HTTP to a loopback host.

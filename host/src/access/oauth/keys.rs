@@ -287,6 +287,7 @@ fn is_for_signing(jwk: &Jwk) -> bool {
 pub struct IssuerMetadata {
     pub issuer: String,
     pub jwks_uri: Url,
+    pub introspection_endpoint: Option<Url>,
 }
 
 /// The issuer's metadata: OpenID Connect discovery, then RFC 8414. The

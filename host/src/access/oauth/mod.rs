@@ -3,8 +3,10 @@
 //! algorithm the operator allows (never `none`, never a shared secret), its
 //! `iss` is the issuer, its `aud` names this server's resource (RFC 8707),
 //! it is within `exp`/`nbf` give or take the leeway, and it carries every
-//! required scope. The token then becomes a [`Client`] like a static token's,
-//! named after its subject. The token itself goes no further.
+//! required scope. An opaque token (not a JWT) is checked by introspection
+//! ([`introspect`]), if configured, to the same rules. The token then becomes
+//! a [`Principal`] like a static token's, named after its subject. The token
+//! itself goes no further.
 //!
 //! ```toml
 //! [oauth]
@@ -15,10 +17,16 @@
 //! leeway_seconds = 30
 //! jwks_uri = "https://…"                     # optional; discovered otherwise
 //! jwks_refetch_seconds = 10                  # least time between key fetches
+//! groups_claim = "groups"                    # the claim that lists the subject's groups
+//!
+//! [oauth.introspection]                      # optional: opaque tokens, see [`introspect`]
+//! client_id = "resmux"
+//! client_secret = { from_env = "RESMUX_INTROSPECTION_SECRET" }
 //! ```
 
 mod claims;
 mod fetch;
+mod introspect;
 mod keys;
 
 use std::path::Path;
@@ -29,10 +37,10 @@ use jsonwebtoken::{Algorithm, AlgorithmFamily, Validation};
 use serde::Deserialize;
 use url::Url;
 
-use self::claims::Principal;
 use self::fetch::{Fetcher, require_secure};
+use self::introspect::{Expected, Introspection, IntrospectionSection};
 use self::keys::Keys;
-use super::Client;
+use super::principal::Principal;
 
 /// What `[oauth]` of an auth file says.
 #[derive(Debug, Deserialize)]
@@ -48,6 +56,9 @@ struct OAuthSection {
     jwks_uri: Option<String>,
     #[serde(default = "default_refetch")]
     jwks_refetch_seconds: u64,
+    #[serde(default = "default_groups_claim")]
+    groups_claim: String,
+    introspection: Option<IntrospectionSection>,
 }
 
 fn default_leeway() -> u64 {
@@ -55,6 +66,9 @@ fn default_leeway() -> u64 {
 }
 fn default_refetch() -> u64 {
     10
+}
+fn default_groups_claim() -> String {
+    "groups".to_owned()
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,6 +108,9 @@ pub struct ResourceServer {
     resource: String,
     resource_url: Url,
     scopes: Vec<String>,
+    groups_claim: String,
+    leeway_seconds: u64,
+    introspection: Option<Introspection>,
     /// One per algorithm the operator allows: jsonwebtoken wants every
     /// algorithm a validation accepts to fit the key.
     validations: Vec<Validation>,
@@ -113,10 +130,11 @@ impl ResourceServer {
     /// Reads the `[oauth]` table of an auth file.
     pub fn read(path: &Path) -> Result<Self> {
         let file: AuthFile = crate::toml_file::read(path, "auth file")?;
-        Self::new(file.oauth).with_context(|| format!("[oauth] of {}", path.display()))
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::new(file.oauth, base).with_context(|| format!("[oauth] of {}", path.display()))
     }
 
-    fn new(section: OAuthSection) -> Result<Self> {
+    fn new(section: OAuthSection, base: &Path) -> Result<Self> {
         let issuer_url = Url::parse(&section.issuer)
             .with_context(|| format!("`issuer` {:?} is not a URL", section.issuer))?;
         require_secure(&issuer_url).context("`issuer`")?;
@@ -178,6 +196,11 @@ impl ResourceServer {
                 validation
             })
             .collect();
+        let introspection = section
+            .introspection
+            .map(|introspection| Introspection::new(introspection, base))
+            .transpose()
+            .context("[oauth.introspection]")?;
         let keys = Keys::new(
             section.issuer.clone(),
             jwks_uri,
@@ -189,6 +212,9 @@ impl ResourceServer {
             resource: section.resource,
             resource_url,
             scopes: section.scopes,
+            groups_claim: section.groups_claim,
+            leeway_seconds: section.leeway_seconds,
+            introspection,
             validations,
             keys,
         })
@@ -228,13 +254,59 @@ impl ResourceServer {
         &self.scopes
     }
 
-    /// The client a bearer `token` stands for, or why it is refused.
-    pub async fn authenticate(&self, token: &str) -> Result<Client, Refusal> {
+    /// Who a bearer `token` stands for, or why it is refused.
+    pub async fn authenticate(&self, token: &str) -> Result<Principal, Refusal> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(Refusal::InvalidToken(format!(
                 "the token is longer than {MAX_TOKEN_BYTES} bytes"
             )));
         }
+        let principal = match &self.introspection {
+            Some(introspection) if token.split('.').count() != 3 => {
+                self.introspected(introspection, token).await?
+            }
+            _ => self.verified(token).await?,
+        };
+        let missing = self
+            .scopes
+            .iter()
+            .filter(|scope| !principal.scopes.contains(*scope))
+            .cloned()
+            .collect::<Vec<_>>();
+        if !missing.is_empty() {
+            return Err(Refusal::InsufficientScope { missing });
+        }
+        Ok(principal)
+    }
+
+    /// Who an opaque token stands for, by the issuer's word. A token issued
+    /// to a client for itself may name no `sub`: its client is its subject.
+    async fn introspected(
+        &self,
+        introspection: &Introspection,
+        token: &str,
+    ) -> Result<Principal, Refusal> {
+        let expected = Expected {
+            issuer: &self.issuer,
+            resource: &self.resource,
+            leeway_seconds: self.leeway_seconds,
+        };
+        let answer = introspection
+            .claims(token, &expected)
+            .await
+            .map_err(Refusal::InvalidToken)?;
+        let mut claims = (*answer).clone();
+        if !claims.contains_key("sub")
+            && let Some(client) = claims.get("client_id").cloned()
+        {
+            claims.insert("sub".to_owned(), client);
+        }
+        claims::principal(&claims, &self.issuer, &self.groups_claim).map_err(Refusal::InvalidToken)
+    }
+
+    /// Who a JWT access token stands for, once its signature and claims are
+    /// checked.
+    async fn verified(&self, token: &str) -> Result<Principal, Refusal> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Refusal::InvalidToken(claims::unreadable_header(token)))?;
         let validation = self
@@ -267,17 +339,8 @@ impl ResourceServer {
             validation,
         )
         .map_err(|error| Refusal::InvalidToken(claims::describe(&error)))?;
-        let principal = Principal::from_claims(&data.claims).map_err(Refusal::InvalidToken)?;
-        let missing = self
-            .scopes
-            .iter()
-            .filter(|scope| !principal.scopes.contains(*scope))
-            .cloned()
-            .collect::<Vec<_>>();
-        if !missing.is_empty() {
-            return Err(Refusal::InsufficientScope { missing });
-        }
-        Ok(Client::from_oauth(&principal.subject))
+        claims::principal(&data.claims, &self.issuer, &self.groups_claim)
+            .map_err(Refusal::InvalidToken)
     }
 }
 

@@ -1,0 +1,333 @@
+//! The access policy: one Cedar policy set that decides every action of every
+//! client on every resource. Its sources are the operator's policy file
+//! (`--access-policy`, checked against [`SCHEMA`] at load), the `schemes` of
+//! each tokens-file client (one generated policy per scheme), and, when an
+//! issuer is configured but no policy file is, one generated policy that
+//! lets the issuer's clients use everything. Cedar denies whatever no policy
+//! permits, and a `forbid` overrides every `permit`.
+//!
+//! Each client gets a [`ClientGuard`]: the namespace's [`Guard`] for that
+//! principal.
+
+pub mod outlook;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, bail};
+use cedar_policy::{
+    Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName, EntityUid, Policy,
+    PolicyId, PolicySet, Request, RestrictedExpression, Schema, ValidationMode, Validator,
+};
+use serde_json::json;
+
+use self::outlook::Rule;
+use super::principal::Principal;
+use crate::namespace::{Action, Guard, Outlook, Verdict};
+
+/// The entities and actions policies speak of, in Cedar's schema language.
+pub const SCHEMA: &str = include_str!("schema.cedarschema");
+
+pub const CLIENT: &str = "Client";
+pub const GROUP: &str = "Group";
+pub const SCHEME: &str = "Scheme";
+pub const RESOURCE: &str = "Resource";
+
+/// A tokens-file client's `schemes`: `*` for every scheme.
+pub struct SchemeGrant<'a> {
+    pub client: &'a str,
+    pub schemes: &'a [String],
+}
+
+/// The policy set every decision is made from.
+pub struct AccessPolicy {
+    policies: PolicySet,
+    rules: Vec<Rule>,
+    authorizer: Authorizer,
+}
+
+impl std::fmt::Debug for AccessPolicy {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        out.debug_list()
+            .entries(self.policies.policies().map(Policy::id))
+            .finish()
+    }
+}
+
+impl AccessPolicy {
+    /// The policy set of an operator's `file` (if any), the tokens file's
+    /// `grants`, and, without a file, every scheme for clients of
+    /// `default_issuer`.
+    pub fn build(
+        file: Option<&Path>,
+        grants: &[SchemeGrant<'_>],
+        default_issuer: Option<&str>,
+    ) -> Result<Self> {
+        let mut policies = match file {
+            Some(path) => read_file(path)?,
+            None => PolicySet::new(),
+        };
+        for grant in grants {
+            for policy in scheme_policies(grant)? {
+                add(&mut policies, policy, "the tokens file")?;
+            }
+        }
+        if let (None, Some(issuer)) = (file, default_issuer) {
+            add(&mut policies, issuer_policy(issuer)?, "the auth file")?;
+        }
+        let rules = policies.policies().map(Rule::of).collect();
+        Ok(Self {
+            policies,
+            rules,
+            authorizer: Authorizer::new(),
+        })
+    }
+
+    /// The guard of the client called `name`.
+    pub fn guard(self: &Arc<Self>, name: &str, principal: &Principal) -> Arc<ClientGuard> {
+        let groups: HashSet<EntityUid> = principal
+            .groups
+            .iter()
+            .map(|group| uid(GROUP, group))
+            .collect();
+        let string = |text: &str| RestrictedExpression::new_string(text.to_owned());
+        let attributes = HashMap::from([
+            ("subject".to_owned(), string(&principal.subject)),
+            ("client_id".to_owned(), string(&principal.client_id)),
+            ("issuer".to_owned(), string(&principal.issuer)),
+            (
+                "scopes".to_owned(),
+                RestrictedExpression::new_set(principal.scopes.iter().map(|scope| string(scope))),
+            ),
+        ]);
+        let client = uid(CLIENT, name);
+        let entity = Entity::new(client.clone(), attributes, groups.clone())
+            .expect("string and set attributes always evaluate");
+        Arc::new(ClientGuard {
+            policy: self.clone(),
+            client,
+            entity,
+            groups,
+        })
+    }
+
+    /// The text of the policy `id`, as Cedar prints it.
+    pub fn text_of(&self, id: &str) -> Option<String> {
+        self.policies
+            .policy(&PolicyId::new(id))
+            .map(ToString::to_string)
+    }
+}
+
+/// What one client may do.
+pub struct ClientGuard {
+    policy: Arc<AccessPolicy>,
+    client: EntityUid,
+    entity: Entity,
+    groups: HashSet<EntityUid>,
+}
+
+impl std::fmt::Debug for ClientGuard {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(out, "ClientGuard({})", self.client)
+    }
+}
+
+impl Guard for ClientGuard {
+    fn decide(&self, action: Action, scheme: &str, path: &str) -> Verdict {
+        let uri = format!("{scheme}://{path}");
+        let string = |text: &str| RestrictedExpression::new_string(text.to_owned());
+        let resource = Entity::new(
+            uid(RESOURCE, &uri),
+            HashMap::from([
+                ("scheme".to_owned(), string(scheme)),
+                ("path".to_owned(), string(path)),
+            ]),
+            HashSet::from([uid(SCHEME, scheme)]),
+        )
+        .expect("string attributes always evaluate");
+        let request = Request::new(
+            self.client.clone(),
+            action_uid(action),
+            resource.uid(),
+            Context::empty(),
+            None,
+        )
+        .expect("a request without a schema is always valid");
+        let entities = Entities::from_entities([self.entity.clone(), resource], None)
+            .expect("a client and a resource are two distinct entities");
+        let response =
+            self.policy
+                .authorizer
+                .is_authorized(&request, &self.policy.policies, &entities);
+        for error in response.diagnostics().errors() {
+            tracing::warn!(
+                client = %self.client,
+                action = action.name(),
+                uri,
+                "an access policy failed to evaluate: {error}"
+            );
+        }
+        let mut by: Vec<String> = response
+            .diagnostics()
+            .reason()
+            .map(ToString::to_string)
+            .collect();
+        by.sort();
+        Verdict {
+            permitted: response.decision() == Decision::Allow,
+            by,
+        }
+    }
+
+    fn outlook(&self, action: Action, scheme: &str) -> Outlook {
+        outlook::outlook(
+            &self.policy.rules,
+            &self.client,
+            &self.groups,
+            &action_uid(action),
+            scheme,
+        )
+    }
+}
+
+/// The operator's policy file, each policy named by its `@id` annotation or
+/// else by its place in the file, checked against [`SCHEMA`].
+fn read_file(path: &Path) -> Result<PolicySet> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read access policy {}", path.display()))?;
+    let parsed = PolicySet::from_str(&text).map_err(|error| {
+        anyhow::anyhow!(
+            "access policy {} does not parse: {}",
+            path.display(),
+            report(&error, &text)
+        )
+    })?;
+    let file_name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |name| name.display().to_string(),
+    );
+    let mut named = PolicySet::new();
+    let mut sorted: Vec<&Policy> = parsed.policies().collect();
+    // Cedar names a file's policies `policy0`, `policy1`, … in their order.
+    sorted.sort_by_key(|policy| {
+        policy.id().to_string()["policy".len()..]
+            .parse::<usize>()
+            .unwrap_or(usize::MAX)
+    });
+    for (index, policy) in sorted.into_iter().enumerate() {
+        let id = policy
+            .annotation("id")
+            .map_or_else(|| format!("{file_name}#{}", index + 1), str::to_owned);
+        add(
+            &mut named,
+            policy.new_id(PolicyId::new(id)),
+            &path.display().to_string(),
+        )?;
+    }
+    let (schema, _) = Schema::from_cedarschema_str(SCHEMA).expect("the built-in schema parses");
+    let validation = Validator::new(schema).validate(&named, ValidationMode::Strict);
+    let errors: Vec<String> = validation
+        .validation_errors()
+        .map(|error| format!("policy {}: {}", error.policy_id(), report(error, &text)))
+        .collect();
+    if !errors.is_empty() {
+        bail!(
+            "access policy {} does not fit resmux's entities (see `resmux policy schema`): {}",
+            path.display(),
+            errors.join("; ")
+        );
+    }
+    Ok(named)
+}
+
+fn add(policies: &mut PolicySet, policy: Policy, source: &str) -> Result<()> {
+    let id = policy.id().to_string();
+    policies
+        .add(policy)
+        .with_context(|| format!("policy {id:?} of {source} is named twice"))
+}
+
+/// `client` may use each of its schemes: one policy per scheme, or one for
+/// every scheme.
+fn scheme_policies(grant: &SchemeGrant<'_>) -> Result<Vec<Policy>> {
+    let principal = json!({"op": "==", "entity": {"type": CLIENT, "id": grant.client}});
+    let all = json!({"op": "All"});
+    let each: Vec<(String, serde_json::Value)> = if grant.schemes.iter().any(|scheme| scheme == "*")
+    {
+        vec![(
+            format!("tokens-file: {} may use every scheme", grant.client),
+            all.clone(),
+        )]
+    } else {
+        grant
+            .schemes
+            .iter()
+            .map(|scheme| {
+                (
+                    format!("tokens-file: {} may use {scheme}", grant.client),
+                    json!({"op": "in", "entity": {"type": SCHEME, "id": scheme}}),
+                )
+            })
+            .collect()
+    };
+    each.into_iter()
+        .map(|(id, resource)| {
+            let policy = json!({
+                "effect": "permit",
+                "principal": principal,
+                "action": all,
+                "resource": resource,
+                "conditions": [],
+            });
+            Policy::from_json(Some(PolicyId::new(&id)), policy)
+                .with_context(|| format!("cannot make policy {id:?}"))
+        })
+        .collect()
+}
+
+/// Every client of `issuer` may use every scheme.
+fn issuer_policy(issuer: &str) -> Result<Policy> {
+    let id = "auth-file: every client of the issuer may use every scheme";
+    let policy = json!({
+        "effect": "permit",
+        "principal": {"op": "is", "entity_type": CLIENT},
+        "action": {"op": "All"},
+        "resource": {"op": "All"},
+        "conditions": [{"kind": "when", "body": {"==": {
+            "left": {".": {"left": {"Var": "principal"}, "attr": "issuer"}},
+            "right": {"Value": issuer},
+        }}}],
+    });
+    Policy::from_json(Some(PolicyId::new(id)), policy).context("cannot make the issuer's policy")
+}
+
+fn uid(type_name: &str, id: &str) -> EntityUid {
+    EntityUid::from_type_name_and_id(
+        EntityTypeName::from_str(type_name).expect("the built-in type names parse"),
+        EntityId::new(id),
+    )
+}
+
+fn action_uid(action: Action) -> EntityUid {
+    uid("Action", action.name())
+}
+
+/// A Cedar error with the lines of `source` it points at and its help.
+fn report(error: &dyn miette::Diagnostic, source: &str) -> String {
+    let mut text = error.to_string();
+    for label in error.labels().into_iter().flatten() {
+        let before = source.get(..label.offset()).unwrap_or(source);
+        let line = before.matches('\n').count() + 1;
+        text.push_str(&format!(" (line {line})"));
+    }
+    if let Some(help) = error.help() {
+        text.push_str(&format!("; {help}"));
+    }
+    for related in error.related().into_iter().flatten() {
+        text.push_str(&format!("; {}", report(related, source)));
+    }
+    text
+}

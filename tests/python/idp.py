@@ -1,0 +1,112 @@
+"""A real OpenID provider for the tests: tests/node/idp.mjs (`oidc-provider`
+from npm) on an ephemeral loopback port, issuing client-credentials access
+tokens with resource indicators to the clients below."""
+
+import base64
+import hashlib
+import json
+import socket
+import subprocess
+import urllib.parse
+import urllib.request
+
+from conftest import ROOT
+
+NODE = ROOT / "tests/node/node_modules/.bin/node"
+IDP = ROOT / "tests/node/idp.mjs"
+STATIC_TOKEN = "static-token-0123456789"
+CLIENTS = [
+    {"client_id": "reader", "client_secret": "readersecret0123", "scope": "mcp:read", "groups": ["finance"]},
+    {"client_id": "auditor", "client_secret": "auditorsecret012", "scope": "mcp:read", "groups": ["audit"]},
+    {"client_id": "guest", "client_secret": "guestsecret01234", "scope": "mcp:other", "groups": []},
+    {"client_id": "resmux", "client_secret": "resmuxsecret0123", "scope": "", "groups": []},
+]
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Provider:
+    """idp.mjs on an ephemeral loopback port, issuing tokens for `resource`:
+    JWTs, or opaque ones its introspection endpoint vouches for."""
+
+    def __init__(self, resource, tmp_path, token_format="jwt"):
+        config = tmp_path / "idp.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "resource": resource,
+                    "scopes": ["mcp:read", "mcp:other"],
+                    "clients": CLIENTS,
+                    "access_token_format": token_format,
+                }
+            )
+        )
+        self.process = subprocess.Popen(
+            [str(NODE), str(IDP), str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        ready = json.loads(self.process.stdout.readline())
+        self.issuer, self.admin = ready["issuer"], ready["admin"]
+
+    def post(self, url, data, headers):
+        request = urllib.request.Request(url, data=data, method="POST", headers=headers)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+
+    def token(self, client, scope, resource):
+        form = {"grant_type": "client_credentials", "resource": resource}
+        if scope:
+            form["scope"] = scope
+        secret = next(entry["client_secret"] for entry in CLIENTS if entry["client_id"] == client)
+        basic = base64.b64encode(f"{client}:{secret}".encode()).decode()
+        answer = self.post(
+            f"{self.issuer}/token",
+            urllib.parse.urlencode(form).encode(),
+            {"Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded"},
+        )
+        return answer["access_token"]
+
+    def sign(self, claims, header=None):
+        body = json.dumps({"claims": claims, "header": header or {}}).encode()
+        return self.post(f"{self.admin}/sign", body, {"Content-Type": "application/json"})["token"]
+
+    def rotate(self):
+        return self.post(f"{self.admin}/rotate", b"{}", {"Content-Type": "application/json"})["kid"]
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(30)
+
+
+
+
+def protected(
+    serve, tmp_path, provider, resource, refetch_seconds=1, tokens=False, args=(), plugins=None, auth_extra="", env=None
+):
+    """A server behind `provider` for `resource`, with `args` added, the
+    auth file ending with `auth_extra`, and the static client `ops`
+    (schemes: notes) beside the issuer's if `tokens`."""
+    auth = tmp_path / "auth.toml"
+    auth.write_text(
+        "[oauth]\n"
+        f'issuer = "{provider.issuer}"\n'
+        f'resource = "{resource}"\n'
+        'scopes = ["mcp:read"]\n'
+        f"jwks_refetch_seconds = {refetch_seconds}\n" + auth_extra
+    )
+    args = ["--auth", str(auth), *args]
+    if tokens:
+        tokens_file = tmp_path / "tokens.toml"
+        digest = hashlib.sha256(STATIC_TOKEN.encode()).hexdigest()
+        tokens_file.write_text(f'[clients.ops]\ntoken_sha256 = "{digest}"\nschemes = ["notes"]\n')
+        args += ["--tokens", str(tokens_file)]
+    address = urllib.parse.urlsplit(resource).netloc
+    options = {} if plugins is None else {"plugins": plugins}
+    return serve(args=args, address=address, env=env, **options)

@@ -1,0 +1,121 @@
+"""Opaque access tokens, checked by RFC 7662 introspection at a real
+OpenID provider (tests/node/idp.mjs issuing opaque client-credentials
+tokens): resmux finds the endpoint in the issuer's metadata, asks as a
+client of the issuer, and holds the answer to the same rules as a JWT's
+claims (active, issuer, audience, scopes). Active answers are kept: a token
+already vouched for still works while the provider is down; a new one does
+not."""
+
+import asyncio
+import json
+import time
+
+import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from conftest import INITIALIZE, post
+from idp import NODE, Provider, free_port, protected
+
+INTROSPECTION = (
+    "[oauth.introspection]\n"
+    'client_id = "resmux"\n'
+    'client_secret = { from_env = "RESMUX_TEST_INTROSPECTION_SECRET" }\n'
+)
+
+
+@pytest.fixture
+def opaque(serve, tmp_path):
+    assert NODE.exists(), "run npm ci in tests/node first"
+    resource = f"http://127.0.0.1:{free_port()}/mcp"
+    other = f"http://127.0.0.1:{free_port()}/mcp"
+    provider = Provider([resource, other], tmp_path, token_format="opaque")
+    audit = tmp_path / "audit.jsonl"
+    server = protected(
+        serve,
+        tmp_path,
+        provider,
+        resource,
+        args=("--audit-log", str(audit)),
+        auth_extra=INTROSPECTION,
+        env={"RESMUX_TEST_INTROSPECTION_SECRET": "resmuxsecret0123"},
+    )
+    server.provider, server.resource, server.other, server.audit = provider, resource, other, audit
+    yield server
+    provider.stop()
+
+
+def initialize(server, token):
+    return post(server.url, INITIALIZE, {"Authorization": f"Bearer {token}"})
+
+
+def challenge(server, reason):
+    metadata = server.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+    return (
+        f'Bearer realm="resmux", error="invalid_token", error_description="{reason}", '
+        f'resource_metadata="{metadata}", scope="mcp:read"'
+    )
+
+
+def test_an_opaque_token_the_issuer_vouches_for_is_let_in_as_its_client(opaque):
+    token = opaque.provider.token("reader", "mcp:read", opaque.resource)
+    assert token.count(".") == 0, "the provider issued a JWT"
+
+    async def scenario():
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with Client(streamable_http_client(opaque.url, http_client=http), cache=None) as client:
+            return await client.read_resource("notes://notes/welcome")
+
+    note = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert note.contents[0].text.startswith("# Welcome")
+    line = json.loads(opaque.audit.read_text().splitlines()[0])
+    assert (line["client"], line["subject"], line["client_id"], line["decision"]) == (
+        "oauth:reader",
+        "reader",
+        "reader",
+        "allow",
+    )
+
+
+@pytest.mark.parametrize(
+    "token, reason",
+    [
+        ("made-up-opaque-token-0123456789abcdef", "the issuer says the token is not active"),
+        (None, "the token is for another resource"),
+    ],
+)
+def test_an_opaque_token_the_issuer_does_not_vouch_for_this_server_is_refused(opaque, token, reason):
+    if token is None:
+        token = opaque.provider.token("reader", "mcp:read", opaque.other)
+    status, headers, body = initialize(opaque, token)
+    assert (status, headers["WWW-Authenticate"]) == (401, challenge(opaque, reason))
+    assert "jsonrpc" not in body and "mcp-session-id" not in headers
+    deadline = time.monotonic() + 30
+    while f"refused a request: {reason}" not in "".join(opaque.log):
+        assert time.monotonic() < deadline, "".join(opaque.log)
+        time.sleep(0.05)
+
+
+def test_an_opaque_token_without_the_required_scope_gets_403(opaque):
+    token = opaque.provider.token("guest", "mcp:other", opaque.resource)
+    status, headers, body = initialize(opaque, token)
+    metadata = opaque.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+    assert (status, headers["WWW-Authenticate"]) == (
+        403,
+        f'Bearer realm="resmux", error="insufficient_scope", resource_metadata="{metadata}", scope="mcp:read"',
+    )
+    assert "jsonrpc" not in body
+
+
+def test_an_answer_is_kept_so_a_vouched_token_outlives_an_outage_and_a_new_one_does_not(opaque):
+    known = opaque.provider.token("reader", "mcp:read", opaque.resource)
+    fresh = opaque.provider.token("auditor", "mcp:read", opaque.resource)
+    assert initialize(opaque, known)[0] == 200
+    opaque.provider.stop()
+    assert initialize(opaque, known)[0] == 200
+    status, headers, _ = initialize(opaque, fresh)
+    assert (status, headers["WWW-Authenticate"]) == (
+        401,
+        challenge(opaque, "the issuer could not be asked about the token"),
+    )

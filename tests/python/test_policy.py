@@ -1,0 +1,213 @@
+"""The access policy, against a real OpenID provider: a Cedar policy over
+the token's groups decides, URI by URI, what each client may list, read,
+subscribe to and complete. Listings and templates are filtered entry by
+entry; a refused read, subscription or completion gets exactly the answer a
+resource that does not exist gets; every decision is audited with the
+policies that made it; a public answer in the cache never reaches a client
+the policy refuses; and `resmux policy check` explains a decision offline."""
+
+import asyncio
+import json
+import shutil
+import subprocess
+
+import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from conftest import BINARY, ROOT, all_resource_uris
+from idp import protected
+
+POLICY = """
+@id("finance reads the guides")
+permit(principal in Group::"finance", action, resource in Scheme::"files")
+when { resource.path like "guides/*" };
+
+@id("finance lists and reads notes")
+permit(principal in Group::"finance", action in [Action::"list", Action::"read"], resource in Scheme::"notes");
+
+@id("nobody sees the groceries")
+forbid(principal, action, resource == Resource::"notes://notes/groceries");
+"""
+UNSEEN = "not found: it does not exist, or this client may not see it"
+
+
+@pytest.fixture
+def policed(serve, tmp_path, provider_and_resource):
+    provider, resource = provider_and_resource
+    policy = tmp_path / "access.cedar"
+    policy.write_text(POLICY)
+    audit = tmp_path / "audit.jsonl"
+    server = protected(
+        serve, tmp_path, provider, resource, args=("--access-policy", str(policy), "--audit-log", str(audit))
+    )
+    server.provider, server.resource, server.audit = provider, resource, audit
+    return server
+
+
+def connect(server, client, mode="auto"):
+    token = server.provider.token(client, "mcp:read", server.resource)
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(server.url, http_client=http), mode=mode, cache=None)
+
+
+def run(scenario):
+    return asyncio.run(asyncio.wait_for(scenario, 60))
+
+
+def test_listings_hold_only_what_the_clients_groups_may_list(policed):
+    async def listing(client):
+        async with connect(policed, client) as session:
+            templates = await session.list_resource_templates()
+            return await all_resource_uris(session), [t.uri_template for t in templates.resource_templates]
+
+    reader_uris, reader_templates = run(listing("reader"))
+    assert reader_uris == [
+        "files://guides/authors.md",
+        "files://guides/operators.md",
+        "notes://notes/welcome",
+        "notes://notes/paths",
+        "notes://notes/errors",
+        "notes://notes/pagination",
+    ]
+    assert reader_templates == ["notes://notes/{id}", "notes://tags/{tag}"]
+    assert run(listing("auditor")) == ([], [])
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
+def test_a_refused_uri_is_answered_exactly_like_one_that_does_not_exist(policed, mode):
+    async def scenario():
+        async with connect(policed, "reader", mode) as session:
+            allowed = await session.read_resource("files://guides/authors.md")
+            errors = {}
+            for uri in [
+                "files://README.md",  # exists; no policy permits it
+                "notes://notes/groceries",  # exists; forbidden
+                "files://guides/missing.md",  # permitted; does not exist
+                "test://static-text",  # another scheme
+                "nosuch://anything",  # no plugin
+            ]:
+                with pytest.raises(MCPError) as refused:
+                    await session.read_resource(uri)
+                errors[uri] = (refused.value.code, str(refused.value).replace(uri, "URI"))
+            completions = {}
+            for template in ["notes://notes/{id}", "nosuch://x/{id}"]:
+                with pytest.raises(MCPError) as refused:
+                    await session.complete({"type": "ref/resource", "uri": template}, {"name": "id", "value": ""})
+                completions[template] = (refused.value.code, str(refused.value).replace(template.split(":")[0], "S"))
+            subscriptions = {}
+            if mode == "legacy":
+                for uri in ["notes://notes/welcome", "nosuch://anything"]:
+                    with pytest.raises(MCPError) as refused:
+                        await session.subscribe_resource(uri)
+                    subscriptions[uri] = (refused.value.code, str(refused.value).replace(uri, "URI"))
+            return allowed, errors, completions, subscriptions
+
+    allowed, errors, completions, subscriptions = run(scenario())
+    assert allowed.contents[0].text.startswith("# ")
+    not_found = {"auto": -32602, "legacy": -32002}[mode]
+    assert set(errors.values()) == {(not_found, f"resource URI {UNSEEN}")}, errors
+    assert set(completions.values()) == {(-32602, 'invalid argument: no plugin serves scheme "S"')}, completions
+    if mode == "legacy":
+        assert set(subscriptions.values()) == {(-32002, f"resource URI {UNSEEN}")}, subscriptions
+
+
+def test_every_decision_is_audited_with_the_policies_that_made_it(policed):
+    async def scenario():
+        async with connect(policed, "reader") as session:
+            await session.read_resource("files://guides/authors.md")
+            for uri in ["notes://notes/groceries", "files://README.md"]:
+                with pytest.raises(MCPError):
+                    await session.read_resource(uri)
+            with pytest.raises(MCPError):
+                await session.complete({"type": "ref/resource", "uri": "notes://notes/{id}"}, {"name": "id", "value": ""})
+
+    run(scenario())
+    lines = [json.loads(line) for line in policed.audit.read_text().splitlines()]
+    summary = [
+        (line["client"], line["subject"], line["client_id"], line["action"], line["uri"], line["decision"], line["policies"], line["outcome"])
+        for line in lines
+    ]
+    assert summary == [
+        ("oauth:reader", "reader", "reader", "read", "files://guides/authors.md", "allow", ["finance reads the guides"], "ok"),
+        ("oauth:reader", "reader", "reader", "read", "notes://notes/groceries", "deny", ["nobody sees the groceries"], "not-found"),
+        ("oauth:reader", "reader", "reader", "read", "files://README.md", "deny", [], "not-found"),
+        ("oauth:reader", "reader", "reader", "complete", "notes://notes/{id}", "deny", [], "not-found"),
+    ]
+
+
+def test_a_cached_public_answer_never_reaches_a_client_the_policy_refuses(serve, tmp_path, provider_and_resource):
+    provider, resource = provider_and_resource
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(ROOT / "target/test-plugins/liar.wasm", plugins / "liar.wasm")
+    policy = tmp_path / "access.cedar"
+    policy.write_text('permit(principal in Group::"finance", action, resource in Scheme::"liar");\n')
+    server = protected(serve, tmp_path, provider, resource, args=("--access-policy", str(policy)), plugins=plugins)
+    server.provider, server.resource = provider, resource
+
+    async def reads(client):
+        async with connect(server, client) as session:
+            answers = []
+            for _ in range(2):
+                try:
+                    answers.append((await session.read_resource("liar://random/public")).contents[0].text)
+                except MCPError as error:
+                    answers.append(str(error))
+            return answers
+
+    first, second = run(reads("reader"))
+    assert first == second, "the public answer was not cached"
+    assert run(reads("auditor")) == [f"resource liar://random/public {UNSEEN}"] * 2
+
+
+def policy_check(tmp_path, *args):
+    policy = tmp_path / "access.cedar"
+    policy.write_text(POLICY)
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text('[clients.ops]\ntoken_sha256 = "' + "ab" * 32 + '"\nschemes = ["notes"]\n')
+    return subprocess.run(
+        [str(BINARY), "policy", "check", "--access-policy", str(policy), "--tokens", str(tokens), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_policy_check_explains_a_decision_offline(tmp_path):
+    allowed = policy_check(tmp_path, "--principal", "ops", "--action", "read", "notes://notes/welcome")
+    assert (allowed.returncode, allowed.stdout) == (
+        0,
+        "ALLOW read notes://notes/welcome for ops\n"
+        "  permitted by tokens-file: ops may use notes:\n"
+        '    permit(principal == Client::"ops", action, resource in Scheme::"notes");\n',
+    )
+    forbidden = policy_check(tmp_path, "--principal", "ops", "--action", "read", "notes://notes/groceries")
+    assert forbidden.returncode == 1
+    assert forbidden.stdout.splitlines()[:2] == [
+        "DENY read notes://notes/groceries for ops",
+        "  forbidden by nobody sees the groceries:",
+    ]
+    assert forbidden.stderr == "resmux: ops may not read notes://notes/groceries\n"
+    unknown = policy_check(tmp_path, "--principal", "mallory", "--action", "read", "notes://notes/welcome")
+    assert unknown.returncode == 1
+    assert 'no client "mallory" in the tokens file' in unknown.stderr
+
+
+def test_a_policy_that_does_not_fit_the_schema_stops_the_server_naming_it(tmp_path):
+    policy = tmp_path / "access.cedar"
+    policy.write_text('permit(principal, action, resource)\nwhen { resource.pth like "x*" };\n')
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text('[clients.ops]\ntoken_sha256 = "' + "ab" * 32 + '"\n')
+    started = subprocess.run(
+        [str(BINARY), "serve", "--plugins", str(ROOT / "target/plugins"), "--http", "127.0.0.1:0",
+         "--tokens", str(tokens), "--access-policy", str(policy)],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    assert started.returncode == 1
+    assert started.stdout == ""
+    assert f"access policy {policy} does not fit resmux's entities" in started.stderr
+    assert "attribute `pth` on entity type `Resource` not found (line 2); did you mean `path`?" in started.stderr
