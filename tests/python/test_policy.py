@@ -10,6 +10,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import time
 
 import pytest
 from mcp.client.client import Client
@@ -23,7 +24,14 @@ from idp import protected
 POLICY = """
 @id("finance reads the guides")
 permit(principal in Group::"finance", action, resource in Scheme::"files")
-when { resource.path like "guides/*" };
+when { resource.path == "guides" || resource.path like "guides/*" };
+
+@id("finance completes file names")
+permit(principal in Group::"finance", action == Action::"complete", resource == Resource::"files://{+path}");
+
+@id("nobody sees the operators' guide")
+forbid(principal, action, resource in Scheme::"files")
+when { resource.path like "guides/operators*" };
 
 @id("finance lists and reads notes")
 permit(principal in Group::"finance", action in [Action::"list", Action::"read"], resource in Scheme::"notes");
@@ -66,7 +74,6 @@ def test_listings_hold_only_what_the_clients_groups_may_list(policed):
     reader_uris, reader_templates = run(listing("reader"))
     assert reader_uris == [
         "files://guides/authors.md",
-        "files://guides/operators.md",
         "notes://notes/welcome",
         "notes://notes/paths",
         "notes://notes/errors",
@@ -113,6 +120,50 @@ def test_a_refused_uri_is_answered_exactly_like_one_that_does_not_exist(policed,
     assert set(completions.values()) == {(-32602, 'invalid argument: no plugin serves scheme "S"')}, completions
     if mode == "legacy":
         assert set(subscriptions.values()) == {(-32002, f"resource URI {UNSEEN}")}, subscriptions
+
+
+def test_a_policy_holds_for_every_spelling_of_a_uri_the_plugin_would_serve_alike(policed):
+    spellings = [
+        "files://guides/%6Fperators.md",
+        "files://guides/operators.md/",
+        "files://guides//operators.md",
+        "files://guides/./operators.md",
+        "files://guides/x/../operators.md",
+        "files://guides/operators%2Emd",
+    ]
+
+    async def scenario():
+        async with connect(policed, "reader") as session:
+            refused = []
+            for uri in spellings:
+                with pytest.raises(MCPError) as error:
+                    await session.read_resource(uri)
+                refused.append(str(error.value))
+            folder = await session.read_resource("files://guides")
+            return refused, [content.uri for content in folder.contents]
+
+    refused, folder = run(scenario())
+    assert refused == [f"resource {uri} {UNSEEN}" for uri in spellings]
+    decisions = [json.loads(line) for line in policed.audit.read_text().splitlines()]
+    assert [(line["decision"], line["policies"]) for line in decisions[: len(spellings)]] == [
+        ("deny", ["nobody sees the operators' guide"])
+    ] * len(spellings)
+    # The folder's read answers with each of its files; the forbidden one is
+    # left out as if it were not there.
+    assert folder == ["files://guides/authors.md"]
+
+
+def test_completions_name_only_what_the_client_may_list(policed):
+    async def scenario():
+        async with connect(policed, "reader") as session:
+            ref = {"type": "ref/resource", "uri": "files://{+path}"}
+            top = await session.complete(ref, {"name": "path", "value": ""})
+            guides = await session.complete(ref, {"name": "path", "value": "guides/"})
+            return top.completion, guides.completion
+
+    top, guides = run(scenario())
+    assert (top.values, top.total) == (["guides/"], None)
+    assert (guides.values, guides.total) == (["guides/authors.md"], None)
 
 
 def test_every_decision_is_audited_with_the_policies_that_made_it(policed):
@@ -162,6 +213,30 @@ def test_a_cached_public_answer_never_reaches_a_client_the_policy_refuses(serve,
     first, second = run(reads("reader"))
     assert first == second, "the public answer was not cached"
     assert run(reads("auditor")) == [f"resource liar://random/public {UNSEEN}"] * 2
+
+
+def test_a_cached_page_never_reaches_the_same_subject_with_other_groups(serve, tmp_path, provider_and_resource):
+    provider, resource = provider_and_resource
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(ROOT / "target/test-plugins/liar.wasm", plugins / "liar.wasm")
+    policy = tmp_path / "access.cedar"
+    policy.write_text('permit(principal in Group::"finance", action, resource in Scheme::"liar");\n')
+    server = protected(serve, tmp_path, provider, resource, args=("--access-policy", str(policy)), plugins=plugins)
+    now = int(time.time())
+
+    def token(groups):
+        claims = {"iss": provider.issuer, "aud": resource, "sub": "reader", "client_id": "reader"}
+        return provider.sign({**claims, "scope": "mcp:read", "groups": groups, "iat": now, "exp": now + 300})
+
+    async def first_page(groups):
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token(groups)}"})
+        async with Client(streamable_http_client(server.url, http_client=http), cache=None) as session:
+            return [item.uri for item in (await session.list_resources()).resources]
+
+    # The liar's first page is public for a minute: the first listing keeps it.
+    assert run(first_page(["finance"]))[:1] == ["liar://honest"]
+    assert run(first_page([])) == []
 
 
 def policy_check(tmp_path, *args):

@@ -4,18 +4,17 @@
 //! listing snapshot of that scheme's plugin the walk is reading (none before
 //! it starts), how many of its entries were already sent, and, should that
 //! snapshot be dropped, the plugin's own cursor of the page the walk stands
-//! in and how far into it. It is serialised, authenticated with an HMAC under a key made
-//! when the server starts, and base64url-encoded, so a client can neither read
-//! a plugin's cursor nor forge or splice one. Cursors do not survive a restart.
+//! in and how far into it. It is serialised, encrypted and authenticated
+//! (ChaCha20-Poly1305) under a key made when the server starts, and
+//! base64url-encoded, so a client can neither read a cursor (the plugin's
+//! cursor in it may name an entry the client may not see, and the counts
+//! how many it was not shown) nor forge or splice one. Cursors do not
+//! survive a restart.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
+use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
-
-/// Bytes of the HMAC kept in a cursor.
-const TAG_LENGTH: usize = 16;
 
 /// Which listing a cursor belongs to; a cursor of one is refused by the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,56 +51,51 @@ pub struct Position {
 
 /// Seals and opens cursors with one secret key.
 pub struct CursorSeal {
-    key: [u8; 32],
+    key: LessSafeKey,
 }
 
 impl CursorSeal {
     /// A seal with a fresh random key.
     pub fn random() -> Self {
+        let key: [u8; 32] = rand::random();
         Self {
-            key: rand::random(),
+            key: LessSafeKey::new(
+                UnboundKey::new(&CHACHA20_POLY1305, &key).expect("the key is 32 bytes"),
+            ),
         }
     }
 
+    /// The position, encrypted and authenticated under a fresh random nonce
+    /// (the nonce leads the cursor).
     pub fn seal(&self, position: &Position) -> String {
-        let mut bytes = serde_json::to_vec(position).expect("a position always serialises");
-        bytes.extend_from_slice(&self.tag(&bytes));
-        URL_SAFE_NO_PAD.encode(bytes)
+        let mut body = serde_json::to_vec(position).expect("a position always serialises");
+        let nonce: [u8; NONCE_LEN] = rand::random();
+        self.key
+            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut body)
+            .expect("a cursor is far shorter than ChaCha20-Poly1305's limit");
+        let mut sealed = nonce.to_vec();
+        sealed.extend_from_slice(&body);
+        URL_SAFE_NO_PAD.encode(sealed)
     }
 
     /// Opens a cursor of `listing`, or says why it cannot be used.
     pub fn open(&self, cursor: &str, listing: Listing) -> Result<Position, &'static str> {
-        let bytes = URL_SAFE_NO_PAD
-            .decode(cursor)
-            .map_err(|_| "the cursor is not one this server issued")?;
-        let split = bytes
-            .len()
-            .checked_sub(TAG_LENGTH)
-            .ok_or("the cursor is not one this server issued")?;
-        let (body, tag) = bytes.split_at(split);
-        let mut mac = self.mac();
-        mac.update(body);
-        mac.verify_truncated_left(tag)
+        let foreign = "the cursor is not one this server issued";
+        let mut bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| foreign)?;
+        if bytes.len() < NONCE_LEN {
+            return Err(foreign);
+        }
+        let mut body = bytes.split_off(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(&bytes).map_err(|_| foreign)?;
+        let opened = self
+            .key
+            .open_in_place(nonce, Aad::empty(), &mut body)
             .map_err(|_| "the cursor is forged, damaged, or from before a restart")?;
-        let position: Position =
-            serde_json::from_slice(body).map_err(|_| "the cursor is not one this server issued")?;
+        let position: Position = serde_json::from_slice(opened).map_err(|_| foreign)?;
         if position.listing != listing {
             return Err("the cursor belongs to another listing");
         }
         Ok(position)
-    }
-
-    fn mac(&self) -> Hmac<Sha256> {
-        Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes a key of any length")
-    }
-
-    fn tag(&self, body: &[u8]) -> [u8; TAG_LENGTH] {
-        let mut mac = self.mac();
-        mac.update(body);
-        let full = mac.finalize().into_bytes();
-        full[..TAG_LENGTH]
-            .try_into()
-            .expect("SHA-256 is longer than the tag")
     }
 }
 
@@ -145,7 +139,19 @@ mod tests {
         assert!(seal.open(&cursor, Listing::Templates).is_err());
         assert!(seal.open("", Listing::Resources).is_err());
         assert!(seal.open("!!!", Listing::Resources).is_err());
-        let unsigned = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&position()).unwrap());
-        assert!(seal.open(&unsigned, Listing::Resources).is_err());
+        let unsealed = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&position()).unwrap());
+        assert!(seal.open(&unsealed, Listing::Resources).is_err());
+    }
+
+    #[test]
+    fn a_cursor_shows_nothing_of_its_position() {
+        let seal = CursorSeal::random();
+        let bytes = URL_SAFE_NO_PAD.decode(seal.seal(&position())).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains("notes") && !text.contains("page-2"),
+            "{text}"
+        );
+        assert_ne!(seal.seal(&position()), seal.seal(&position()));
     }
 }

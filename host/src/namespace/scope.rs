@@ -61,6 +61,11 @@ pub trait Guard: Send + Sync + std::fmt::Debug {
     /// known without a path. Must never say `Everything` or `Nothing` where
     /// [`Guard::decide`] could say otherwise for some path.
     fn outlook(&self, action: Action, scheme: &str) -> Outlook;
+
+    /// A name for everything the guard's decisions depend on: two guards
+    /// with one key decide alike, so what one is shown may be kept for the
+    /// other.
+    fn key(&self) -> Arc<str>;
 }
 
 /// Which resources a request may reach.
@@ -100,5 +105,14 @@ impl Scope {
 
     pub fn is_guarded(&self) -> bool {
         matches!(self, Self::Guarded(_))
+    }
+
+    /// Who may be shown what is kept for this scope: `client` without a
+    /// guard, else whoever the guard's decisions are the same for.
+    pub fn owner_key(&self, client: &Arc<str>) -> Arc<str> {
+        match self {
+            Self::All => client.clone(),
+            Self::Guarded(guard) => guard.key(),
+        }
     }
 }

@@ -2,9 +2,11 @@
 //! provider's cache hint (`ttl-ms`) allows, so repeated requests spare the
 //! plugin. A `private` answer is kept for the client that got it alone. A
 //! `public` read is shared by every client: each read is decided by the
-//! client's scope before the cache is asked. A `public` list page, filtered
-//! to one client's scope, is shared only by clients without a guard, and
-//! otherwise kept for its client alone. A change announced
+//! client's scope before the cache is asked. A list page, filtered to one
+//! client's scope, is shared (if `public`) only by clients without a guard;
+//! for a guarded client it is kept under its guard's key, which names
+//! everything the guard decides by, so no other principal gets it. A change
+//! announced
 //! by the namespace drops what it may have made stale: an updated resource
 //! its reads, a changed scheme every page and its reads. Answers served from
 //! the cache carry the ttl they have left. Reads served from here still pass
@@ -186,17 +188,17 @@ impl ResponseCache {
         }
     }
 
-    /// A kept page of listing `T` at `cursor` that `client` may have, with
-    /// the ttl it has left.
+    /// A kept page of listing `T` at `cursor` that `owner` (a client, or a
+    /// guard's key: [`Scope::owner_key`]) may have, with the ttl it has left.
     pub(super) fn page<T: Paged>(
         &self,
         cursor: Option<&str>,
-        client: &Arc<str>,
+        owner: &Arc<str>,
         scope: &Scope,
     ) -> Option<Listed<T>> {
         let kept = [
-            Owner::Client(client.clone()),
-            public_page_owner(client, scope),
+            Owner::Client(owner.clone()),
+            public_page_owner(owner, scope),
         ]
         .into_iter()
         .find_map(|owner| {
@@ -212,14 +214,14 @@ impl ResponseCache {
     pub(super) fn keep_page<T: Paged>(
         &self,
         cursor: Option<&str>,
-        client: &Arc<str>,
+        owner: &Arc<str>,
         scope: &Scope,
         page: &Listed<T>,
     ) {
         // A rough size: listings are small next to reads.
         let bytes = (page.items.len() as u64).saturating_mul(512);
-        let public = public_page_owner(client, scope);
-        if let Some((owner, cached)) = entry(page.cache, client, public, page.clone(), bytes) {
+        let public = public_page_owner(owner, scope);
+        if let Some((owner, cached)) = entry(page.cache, owner, public, page.clone(), bytes) {
             let key = PageKey {
                 cursor: cursor.map(str::to_owned),
                 owner,
@@ -257,7 +259,7 @@ impl ResponseCache {
 }
 
 /// Who shares a public page filtered to `scope`: everyone when nothing is
-/// filtered out, else `client` alone.
+/// filtered out, else `client` (the guard's key) alone.
 fn public_page_owner(client: &Arc<str>, scope: &Scope) -> Owner {
     match scope {
         Scope::All => Owner::Everyone,

@@ -31,7 +31,7 @@ use crate::access::Client;
 use crate::access::audit::{AuditLog, Record};
 use crate::contract::{self, Body, CacheHint, Metadata, ProviderError};
 use crate::namespace::uri::Uri;
-use crate::namespace::{self, Action, Namespace, NamespaceError, Read, Scope, Verdict};
+use crate::namespace::{self, Action, Namespace, NamespaceError, Outlook, Read, Scope, Verdict};
 use crate::telemetry::metrics::ClientLabel;
 
 mod cache;
@@ -118,7 +118,10 @@ impl ResmuxServer {
                     let permitted = decided.permitted;
                     verdict = Some(decided);
                     match permitted {
-                        true => self.read_through_cache(client, &parsed).await,
+                        true => self
+                            .read_through_cache(client, &parsed)
+                            .await
+                            .and_then(|read| readable_part(&client.scope, &parsed, read)),
                         false => Err(unseen(parsed.as_str())),
                     }
                     .map_err(|error| ReadRefusal::Namespace(hide(&client.scope, error)))
@@ -207,16 +210,17 @@ impl ResmuxServer {
         fetch: impl Future<Output = Result<namespace::Listed<T>, NamespaceError>>,
     ) -> Result<namespace::Listed<T>, NamespaceError> {
         let scope = &client.scope;
+        let owner = scope.owner_key(&client.name);
         if let Some(kept) = self
             .cache
             .as_ref()
-            .and_then(|cache| cache.page(cursor, &client.name, scope))
+            .and_then(|cache| cache.page(cursor, &owner, scope))
         {
             return Ok(kept);
         }
         let page = fetch.await?;
         if let Some(cache) = &self.cache {
-            cache.keep_page(cursor, &client.name, scope, &page);
+            cache.keep_page(cursor, &owner, scope, &page);
         }
         Ok(page)
     }
@@ -238,11 +242,19 @@ impl ResmuxServer {
             .scope
             .decide(Action::Complete, &scheme, &path_template);
         let completion = match verdict.permitted {
-            true => {
-                self.namespace
-                    .complete(template_uri, argument, value, chosen)
-                    .await
-            }
+            true => self
+                .namespace
+                .complete(template_uri, argument, value, chosen.clone())
+                .await
+                .map(|completion| {
+                    let template = Expansion {
+                        scheme: &scheme,
+                        path_template: &path_template,
+                        argument,
+                        chosen: &chosen,
+                    };
+                    listable_values(&client.scope, &template, completion)
+                }),
             false => Err(namespace::unserved_completion(&scheme)),
         };
         let completion = completion.map_err(|error| match error {
@@ -269,6 +281,83 @@ impl ResmuxServer {
         );
         completion
     }
+}
+
+/// What of `read` (of `uri`) `scope` may read: a plugin may answer one read
+/// with several resources (a folder's files), and each is decided as if it
+/// were read alone. Nothing left reads as nothing there.
+fn readable_part(scope: &Scope, uri: &Uri, mut read: Read) -> Result<Read, NamespaceError> {
+    let scheme = uri.scheme();
+    if scope.outlook(Action::Read, scheme) == Outlook::Everything {
+        return Ok(read);
+    }
+    read.contents.retain(|content| {
+        let path = content.uri.split_once("://").map_or("", |(_, path)| path);
+        scope.decide(Action::Read, scheme, path).permitted
+    });
+    match read.contents.is_empty() {
+        true => Err(unseen(uri.as_str())),
+        false => Ok(read),
+    }
+}
+
+/// A template with all but one argument chosen.
+struct Expansion<'a> {
+    scheme: &'a str,
+    path_template: &'a str,
+    argument: &'a str,
+    chosen: &'a [(String, String)],
+}
+
+impl Expansion<'_> {
+    /// The path the template names with `argument` set to `value`: simple
+    /// and reserved expressions of known arguments are filled in; any other
+    /// expression stays as written.
+    fn path_with(&self, value: &str) -> String {
+        let mut path = String::new();
+        let mut rest = self.path_template;
+        while let Some((before, after)) = rest.split_once('{') {
+            path.push_str(before);
+            let (expression, after) = after.split_once('}').unwrap_or((after, ""));
+            let name = expression.strip_prefix('+').unwrap_or(expression);
+            let known = (name == self.argument).then_some(value).or_else(|| {
+                self.chosen
+                    .iter()
+                    .find(|(chosen, _)| chosen == name)
+                    .map(|(_, value)| value.as_str())
+            });
+            match known {
+                Some(value) => path.push_str(value),
+                None => path.push_str(&format!("{{{expression}}}")),
+            }
+            rest = after;
+        }
+        path.push_str(rest);
+        path
+    }
+}
+
+/// The values of `completion` that name something `scope` may list: a
+/// value is the name of a resource, and a client is not told the names of
+/// those it may not see. If any is left out, so is the total.
+fn listable_values(
+    scope: &Scope,
+    template: &Expansion<'_>,
+    mut completion: contract::Completion,
+) -> contract::Completion {
+    if scope.outlook(Action::List, template.scheme) == Outlook::Everything {
+        return completion;
+    }
+    let offered = completion.values.len();
+    completion.values.retain(|value| {
+        scope
+            .decide(Action::List, template.scheme, &template.path_with(value))
+            .permitted
+    });
+    if completion.values.len() < offered {
+        completion.total = None;
+    }
+    completion
 }
 
 /// What a request learns of a URI it may not use: the same as of one that

@@ -3,7 +3,10 @@
 //! and accepts it when the answer says it is active, of this issuer, for
 //! this resource (`aud`, RFC 8707), an access token, and within `exp`/`nbf`.
 //! An active answer is kept, by the token's SHA-256, for `cache_seconds` or
-//! until the token expires, whichever comes first; an inactive one is not.
+//! until the token expires, whichever comes first; a refusal for
+//! [`REFUSAL_KEPT`]. So that made-up tokens cannot flood the issuer, at most
+//! [`MAX_ASKING`] questions are in flight at once, and a failed discovery of
+//! the endpoint is not tried again for [`DISCOVERY_RETRY`].
 //!
 //! ```toml
 //! [oauth.introspection]
@@ -14,7 +17,7 @@
 //! ```
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
@@ -23,7 +26,7 @@ use moka::sync::Cache;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, Semaphore};
 use url::Url;
 
 use super::fetch::{Fetcher, require_secure};
@@ -32,6 +35,12 @@ use crate::access::TokenSource;
 
 /// The most answers kept.
 const MAX_KEPT: u64 = 10_000;
+/// How long a refusal is kept.
+const REFUSAL_KEPT: Duration = Duration::from_secs(10);
+/// The most questions to the issuer in flight at once.
+const MAX_ASKING: usize = 16;
+/// How long after a failed discovery the endpoint is not looked for again.
+const DISCOVERY_RETRY: Duration = Duration::from_secs(10);
 /// The longest an answer may be kept.
 const MAX_CACHE_SECONDS: u64 = 3600;
 
@@ -64,14 +73,17 @@ pub struct Introspection {
     client_secret: String,
     configured_endpoint: Option<Url>,
     discovered_endpoint: OnceCell<Url>,
+    discovery_failed: Mutex<Option<Instant>>,
+    asking: Semaphore,
     keep_for: Duration,
     kept: Cache<[u8; 32], Kept>,
 }
 
-/// An active answer's claims, and how long they may be kept.
+/// An answer (an active token's claims, or why it is refused) and how long
+/// it may be kept.
 #[derive(Clone)]
 struct Kept {
-    claims: Arc<Map<String, Value>>,
+    answer: Result<Arc<Map<String, Value>>, String>,
     for_as_long_as: Duration,
 }
 
@@ -113,6 +125,8 @@ impl Introspection {
             client_secret,
             configured_endpoint,
             discovered_endpoint: OnceCell::new(),
+            discovery_failed: Mutex::new(None),
+            asking: Semaphore::new(MAX_ASKING),
             keep_for: Duration::from_secs(section.cache_seconds),
             kept: Cache::builder()
                 .max_capacity(MAX_KEPT)
@@ -131,10 +145,16 @@ impl Introspection {
         if let Some(kept) = self.kept.get(&key) {
             // Kept no longer than the token lives, but its `nbf` and the
             // leeway still apply.
-            check(&kept.claims, expected)?;
-            return Ok(kept.claims);
+            let claims = kept.answer?;
+            check(&claims, expected)?;
+            return Ok(claims);
         }
         let endpoint = self.endpoint(expected.issuer).await?;
+        let _turn = self
+            .asking
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
         let answer: Map<String, Value> = self
             .fetcher
             .post_form(
@@ -147,24 +167,38 @@ impl Introspection {
                 tracing::warn!(%endpoint, "token introspection failed: {error:#}");
                 "the issuer could not be asked about the token".to_owned()
             })?;
-        let lives_for = check(&answer, expected)?;
-        let claims = Arc::new(answer);
-        let for_as_long_as = lives_for.map_or(self.keep_for, |left| left.min(self.keep_for));
+        let (answer, for_as_long_as) = match check(&answer, expected) {
+            Ok(lives_for) => (
+                Ok(Arc::new(answer)),
+                lives_for.map_or(self.keep_for, |left| left.min(self.keep_for)),
+            ),
+            Err(refusal) => (Err(refusal), REFUSAL_KEPT),
+        };
         if !for_as_long_as.is_zero() {
             self.kept.insert(
                 key,
                 Kept {
-                    claims: claims.clone(),
+                    answer: answer.clone(),
                     for_as_long_as,
                 },
             );
         }
-        Ok(claims)
+        answer
     }
 
     async fn endpoint(&self, issuer: &str) -> Result<&Url, String> {
         if let Some(url) = &self.configured_endpoint {
             return Ok(url);
+        }
+        let unreachable = || "the issuer could not be asked about the token".to_owned();
+        let failed = *self
+            .discovery_failed
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if self.discovered_endpoint.get().is_none()
+            && failed.is_some_and(|when| when.elapsed() < DISCOVERY_RETRY)
+        {
+            return Err(unreachable());
         }
         self.discovered_endpoint
             .get_or_try_init(|| async {
@@ -178,7 +212,11 @@ impl Introspection {
             .await
             .map_err(|error| {
                 tracing::warn!(issuer, "no introspection endpoint: {error:#}");
-                "the issuer could not be asked about the token".to_owned()
+                *self
+                    .discovery_failed
+                    .lock()
+                    .unwrap_or_else(|poison| poison.into_inner()) = Some(Instant::now());
+                unreachable()
             })
     }
 }

@@ -7,7 +7,10 @@
 //! permits, and a `forbid` overrides every `permit`.
 //!
 //! Each client gets a [`ClientGuard`]: the namespace's [`Guard`] for that
-//! principal.
+//! principal. Policies see a resource's path in one canonical form
+//! ([`canonical_path`]), so that no spelling of a URI a plugin would serve
+//! the same (escapes, dot segments, doubled or trailing slashes) slips past
+//! a policy written for another.
 
 pub mod outlook;
 
@@ -107,6 +110,7 @@ impl AccessPolicy {
             .expect("string and set attributes always evaluate");
         Arc::new(ClientGuard {
             policy: self.clone(),
+            key: format!("{name}\u{1f}{principal:?}").into(),
             client,
             entity,
             groups,
@@ -124,6 +128,8 @@ impl AccessPolicy {
 /// What one client may do.
 pub struct ClientGuard {
     policy: Arc<AccessPolicy>,
+    /// The client's name and everything of its principal.
+    key: Arc<str>,
     client: EntityUid,
     entity: Entity,
     groups: HashSet<EntityUid>,
@@ -137,6 +143,7 @@ impl std::fmt::Debug for ClientGuard {
 
 impl Guard for ClientGuard {
     fn decide(&self, action: Action, scheme: &str, path: &str) -> Verdict {
+        let path = &canonical_path(path);
         let uri = format!("{scheme}://{path}");
         let string = |text: &str| RestrictedExpression::new_string(text.to_owned());
         let resource = Entity::new(
@@ -173,13 +180,17 @@ impl Guard for ClientGuard {
         let mut by: Vec<String> = response
             .diagnostics()
             .reason()
-            .map(ToString::to_string)
+            .map(|id| AsRef::<str>::as_ref(id).to_owned())
             .collect();
         by.sort();
         Verdict {
             permitted: response.decision() == Decision::Allow,
             by,
         }
+    }
+
+    fn key(&self) -> Arc<str> {
+        self.key.clone()
     }
 
     fn outlook(&self, action: Action, scheme: &str) -> Outlook {
@@ -191,6 +202,24 @@ impl Guard for ClientGuard {
             scheme,
         )
     }
+}
+
+/// `path` as policies see it: percent-escapes decoded (invalid UTF-8 as
+/// U+FFFD), `.` and `..` segments resolved (never above the root), empty
+/// segments dropped, so no leading, doubled or trailing `/`.
+pub fn canonical_path(path: &str) -> String {
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in decoded.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            segment => segments.push(segment),
+        }
+    }
+    segments.join("/")
 }
 
 /// The operator's policy file, each policy named by its `@id` annotation or
@@ -209,11 +238,19 @@ fn read_file(path: &Path) -> Result<PolicySet> {
         || path.display().to_string(),
         |name| name.display().to_string(),
     );
+    if parsed.templates().next().is_some() {
+        bail!(
+            "access policy {} holds a template (`?principal` or `?resource`); resmux takes \
+             policies only",
+            path.display()
+        );
+    }
     let mut named = PolicySet::new();
     let mut sorted: Vec<&Policy> = parsed.policies().collect();
     // Cedar names a file's policies `policy0`, `policy1`, … in their order.
     sorted.sort_by_key(|policy| {
-        policy.id().to_string()["policy".len()..]
+        AsRef::<str>::as_ref(policy.id())
+            .trim_start_matches("policy")
             .parse::<usize>()
             .unwrap_or(usize::MAX)
     });
@@ -231,7 +268,10 @@ fn read_file(path: &Path) -> Result<PolicySet> {
     let validation = Validator::new(schema).validate(&named, ValidationMode::Strict);
     let errors: Vec<String> = validation
         .validation_errors()
-        .map(|error| format!("policy {}: {}", error.policy_id(), report(error, &text)))
+        .map(|error| {
+            let id: &str = error.policy_id().as_ref();
+            format!("policy {id}: {}", report(error, &text))
+        })
         .collect();
     if !errors.is_empty() {
         bail!(
@@ -244,7 +284,7 @@ fn read_file(path: &Path) -> Result<PolicySet> {
 }
 
 fn add(policies: &mut PolicySet, policy: Policy, source: &str) -> Result<()> {
-    let id = policy.id().to_string();
+    let id: String = AsRef::<str>::as_ref(policy.id()).to_owned();
     policies
         .add(policy)
         .with_context(|| format!("policy {id:?} of {source} is named twice"))
@@ -330,4 +370,26 @@ fn report(error: &dyn miette::Diagnostic, source: &str) -> String {
         text.push_str(&format!("; {}", report(related, source)));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::canonical_path;
+
+    #[test]
+    fn every_spelling_of_a_path_a_plugin_would_serve_alike_is_one_path() {
+        for spelling in [
+            "drafts/q1",
+            "%64rafts/q1",
+            "drafts%2Fq1",
+            "drafts/q1/",
+            "/drafts//q1",
+            "guides/../drafts/./q1",
+            "../../drafts/q1",
+        ] {
+            assert_eq!(canonical_path(spelling), "drafts/q1", "{spelling}");
+        }
+        assert_eq!(canonical_path("a%20b/%FF"), "a b/\u{fffd}");
+        assert_eq!(canonical_path(""), "");
+    }
 }
