@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, OpenOptionsExt as _};
 use memmap2::{Mmap, MmapOptions};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -178,9 +178,12 @@ impl Stored {
         }
         only_ours(&metadata, 0o022)?;
         // SAFETY: the entry is a regular file of resmux's user that nobody
-        // else may write, in a directory nobody else may write; resmux
+        // else may write, in a directory nobody else may write, and resmux
         // writes entries aside and renames them into place, never changing
-        // one in place. So the mapping holds still while it is read.
+        // one in place. Only a process of resmux's own user (which can read
+        // the key anyway) could change it while it is mapped: resmux would
+        // then copy bytes other than those it tagged, or stop on SIGBUS if
+        // the file were cut short. README says not to edit the cache in place.
         let tagged = unsafe { MmapOptions::new().populate().map(&file)? };
         if tagged.len() < TAG_BYTES {
             bail!("it is too short to carry a tag");
@@ -202,7 +205,14 @@ impl Stored {
             std::process::id(),
             rand::random::<u64>()
         );
-        let mut file = cache.create(&temporary)?;
+        // Mode 600 whatever the umask: a group-writable entry is refused.
+        let mut file = cache.open_with(
+            &temporary,
+            cap_std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600),
+        )?;
         file.write_all(tag.as_bytes())?;
         file.write_all(compiled)?;
         drop(file);
