@@ -3,22 +3,19 @@
 // tokens to confidential clients through the client_credentials grant, with
 // RFC 8707 resource indicators.
 //
-//     node idp.mjs CONFIG            (CONFIG: a path to a JSON file, or the JSON itself)
+//     node idp.mjs CONFIG.json
 //
 // The config:
 //
 //     {
 //       "resource": "http://127.0.0.1:5555/mcp",   // or a list; the first is the default
 //       "scopes": ["mcp:read", "mcp:admin"],        // what the resource server accepts
-//       "access_token_ttl": 300,                    // seconds, optional
 //       "access_token_format": "jwt",               // or "opaque" (checked by introspection), optional
 //       "clients": [{
 //         "client_id": "reader", "client_secret": "s3cret",
 //         "scope": "mcp:read",                      // space-separated, what it may ask for
-//         "groups": ["readers"],                    // copied into its tokens' `groups` claim
-//         "token_endpoint_auth_method": "client_secret_basic"   // optional, the default; oidc-provider
-//       }],                                      // accepts client_secret_basic and _post alike
-//       "exit_on_stdin_eof": false                  // optional: exit when stdin closes
+//         "groups": ["readers"]                     // copied into its tokens' `groups` claim
+//       }]                                          // (client_secret_basic or _post)
 //     }
 //
 // It listens on 127.0.0.1 on an ephemeral port and, once ready, prints one
@@ -29,24 +26,21 @@
 // /jwks, /token, and /token/introspection for any confidential client); the
 // admin ones:
 //
-//     POST /admin/rotate   body optional {"keep_old": false}: a new RSA key signs
-//                          from now on; the JWKS lists it first and, unless
-//                          keep_old is false, every older key after it.
-//                          Answers {"kid": NEWKID}.
+//     POST /admin/rotate   a new RSA key signs from now on; the JWKS lists it
+//                          first, every older key after it. Answers {"kid": NEWKID}.
 //     POST /admin/sign     body {"claims": {...}, "header": {...}}: signs the
 //                          claims exactly as given (no defaults) with the
 //                          current private key; the header defaults to
 //                          {"alg": "RS256", "typ": "at+jwt", "kid": CURRENT} and
-//                          `header` overrides it (alg RS*/PS*, or "none" for an
+//                          `header` overrides it ({"alg": "none"} for an
 //                          unsigned token). Answers {"token": "..."}.
-//     GET  /admin          {"issuer", "kid", "kids"}: the signing kid and the published ones.
 //
 // Tokens (POST /token, form-encoded: grant_type=client_credentials, optional
 // scope and resource, the client's secret by HTTP Basic or in the body) are
 // JWTs with header {alg: RS256, typ: at+jwt, kid} and claims iss, aud (the
 // resource, the default one when none is asked for), sub and client_id (both
 // the client id), scope (the asked scopes that the resource accepts; absent
-// when none were asked), groups, jti, iat, exp. A client asking for a scope
+// when none were asked), groups, jti, iat, exp (300 s on). A client asking for a scope
 // outside its own `scope` gets invalid_scope; an unknown resource, invalid_target.
 
 import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
@@ -66,10 +60,9 @@ const { CompactSign } = await import('jose');
 
 function loadConfig(arg) {
     if (!arg) {
-        throw new Error('usage: node idp.mjs CONFIG_JSON_PATH (or the JSON itself)');
+        throw new Error('usage: node idp.mjs CONFIG.json');
     }
-    const text = arg.trimStart().startsWith('{') ? arg : readFileSync(arg, 'utf8');
-    const config = JSON.parse(text);
+    const config = JSON.parse(readFileSync(arg, 'utf8'));
     const resources = [config.resource].flat().filter(Boolean);
     if (resources.length === 0) {
         throw new Error('config: `resource` is required');
@@ -84,7 +77,8 @@ function loadConfig(arg) {
 }
 
 const config = loadConfig(process.argv[2]);
-const ttl = config.access_token_ttl ?? 300;
+// Seconds an access token lives.
+const TOKEN_TTL = 300;
 const groupsByClient = new Map(config.clients.map((c) => [c.client_id, c.groups]));
 
 // Every scope that appears anywhere is made a provider ("static") scope: only
@@ -115,7 +109,7 @@ function buildProvider(issuer, keys) {
             grant_types: ['client_credentials'],
             response_types: [],
             redirect_uris: [],
-            token_endpoint_auth_method: c.token_endpoint_auth_method ?? 'client_secret_basic',
+            token_endpoint_auth_method: 'client_secret_basic',
         })),
         jwks: { keys: keys.map((k) => k.jwk) },
         scopes: [...allScopes],
@@ -140,7 +134,7 @@ function buildProvider(issuer, keys) {
                         scope: config.scopes.join(' '),
                         audience: resource,
                         accessTokenFormat: config.access_token_format ?? 'jwt',
-                        accessTokenTTL: ttl,
+                        accessTokenTTL: TOKEN_TTL,
                         jwt: { sign: { alg: 'RS256' } },
                     };
                 },
@@ -149,9 +143,6 @@ function buildProvider(issuer, keys) {
         extraTokenClaims(ctx, token) {
             const groups = groupsByClient.get(token.clientId);
             return groups === undefined ? undefined : { groups };
-        },
-        ttl: {
-            ClientCredentials: (ctx, token) => token.resourceServer?.accessTokenTTL ?? ttl,
         },
     });
     provider.on('server_error', (ctx, error) => console.error('idp: server_error', error));
@@ -191,12 +182,9 @@ function reply(res, status, body) {
 const b64url = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
 async function admin(req, res, path) {
-    if (req.method === 'GET' && (path === '/admin' || path === '/admin/')) {
-        reply(res, 200, { issuer, kid: keys[0].kid, kids: keys.map((k) => k.kid) });
-    } else if (req.method === 'POST' && path === '/admin/rotate') {
-        const body = await readBody(req);
+    if (req.method === 'POST' && path === '/admin/rotate') {
         const key = newKey();
-        keys = body.keep_old === false ? [key] : [key, ...keys];
+        keys = [key, ...keys];
         dispatch = buildProvider(issuer, keys).callback();
         console.error(`idp: rotated to kid ${key.kid}; published kids ${keys.map((k) => k.kid).join(', ')}`);
         reply(res, 200, { kid: key.kid });
@@ -242,6 +230,3 @@ function stop() {
 }
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);
-if (config.exit_on_stdin_eof) {
-    process.stdin.on('end', stop).on('close', stop).resume();
-}

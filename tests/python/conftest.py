@@ -5,11 +5,15 @@ import re
 import signal
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("RESMUX_BIN", ROOT / "target/release/resmux"))
@@ -45,6 +49,24 @@ def post(url, body, headers):
             return response.status, response.headers, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.headers, error.read().decode()
+
+
+def logged(server, text, within=20):
+    """Whether `text` reaches the server's log within `within` seconds (the
+    log is drained by another thread)."""
+    deadline = time.monotonic() + within
+    while not any(text in line for line in server.log):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def connect(server, token, mode="auto"):
+    """An MCP client of `server` over Streamable HTTP with `token` as its
+    bearer, in `mode` ("auto" or "legacy")."""
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(server.url, http_client=http), mode=mode, cache=None)
 
 
 def post_initialize(url, headers):

@@ -7,10 +7,11 @@ import hashlib
 import json
 import socket
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 
-from conftest import ROOT
+from conftest import INITIALIZE, ROOT, logged, post
 
 NODE = ROOT / "tests/node/node_modules/.bin/node"
 IDP = ROOT / "tests/node/idp.mjs"
@@ -61,9 +62,7 @@ class Provider:
             return json.load(response)
 
     def token(self, client, scope, resource):
-        form = {"grant_type": "client_credentials", "resource": resource}
-        if scope:
-            form["scope"] = scope
+        form = {"grant_type": "client_credentials", "resource": resource, "scope": scope}
         secret = next(entry["client_secret"] for entry in CLIENTS if entry["client_id"] == client)
         basic = base64.b64encode(f"{client}:{secret}".encode()).decode()
         answer = self.post(
@@ -110,3 +109,48 @@ def protected(
     address = urllib.parse.urlsplit(resource).netloc
     options = {} if plugins is None else {"plugins": plugins}
     return serve(args=args, address=address, env=env, **options)
+
+
+def initialize(url, token=None):
+    """POSTs `initialize`, with `token` as the bearer if given: the status,
+    the headers and the body."""
+    return post(url, INITIALIZE, {} if token is None else {"Authorization": f"Bearer {token}"})
+
+
+def metadata_url(server):
+    return server.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+
+
+def challenge(server, *parts):
+    return ", ".join(['Bearer realm="resmux"', *parts, f'resource_metadata="{metadata_url(server)}"', 'scope="mcp:read"'])
+
+
+def invalid(server, reason):
+    """The challenge to a token refused as invalid for `reason`."""
+    return challenge(server, 'error="invalid_token"', f'error_description="{reason}"')
+
+
+def assert_refused(server, token, status, www_authenticate, reason):
+    """`initialize` with `token` gets `status` and exactly `www_authenticate`,
+    no answer and no session, and resmux logs `reason` (if given)."""
+    code, headers, body = initialize(server.url, token)
+    assert (code, headers["WWW-Authenticate"]) == (status, www_authenticate)
+    assert "jsonrpc" not in body and "mcp-session-id" not in headers
+    if reason is not None:
+        assert logged(server, f"refused a request: {reason}", 30), "".join(server.log)
+
+
+def claims(server, **changes):
+    """The claims of a valid token, with `changes`; a claim changed to None
+    is left out."""
+    now = int(time.time())
+    base = {
+        "iss": server.provider.issuer,
+        "aud": server.resource,
+        "sub": "reader",
+        "client_id": "reader",
+        "scope": "mcp:read",
+        "iat": now,
+        "exp": now + 300,
+    }
+    return {name: value for name, value in {**base, **changes}.items() if value is not None}

@@ -9,12 +9,9 @@ import json
 import shutil
 
 import pytest
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import ROOT, all_resource_uris, post_initialize
+from conftest import ROOT, all_resource_uris, connect, post_initialize
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-9876543210ab"
@@ -40,11 +37,6 @@ def guarded(serve, tmp_path):
     )
     server.audit = audit
     return server
-
-
-def connect(server, token, mode):
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return Client(streamable_http_client(server.url, http_client=http), mode=mode, cache=None)
 
 
 def test_no_token_or_a_bad_one_gets_401_with_a_challenge(guarded):

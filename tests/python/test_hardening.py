@@ -9,7 +9,7 @@ import time
 import urllib.request
 
 import conftest
-from conftest import INITIALIZE, ROOT
+from conftest import INITIALIZE, ROOT, logged
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-9876543210ab"
@@ -26,17 +26,6 @@ def tokens_file(tmp_path):
         f'[clients.bob]\ntoken_sha256 = "{digest(BOB)}"\nschemes = ["*"]\n'
     )
     return tokens
-
-
-def logged(server, text, within=20):
-    """Whether `text` reaches the server's log within `within` seconds (the
-    log is drained by another thread)."""
-    deadline = time.monotonic() + within
-    while not any(text in line for line in server.log):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def post(url, body, token, session=None):

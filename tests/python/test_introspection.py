@@ -8,15 +8,11 @@ not."""
 
 import asyncio
 import json
-import time
 
 import pytest
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import INITIALIZE, post
-from idp import NODE, Provider, free_port, protected
+from conftest import connect
+from idp import NODE, Provider, assert_refused, challenge, free_port, initialize, invalid, protected
 
 INTROSPECTION = (
     "[oauth.introspection]\n"
@@ -46,25 +42,12 @@ def opaque(serve, tmp_path):
     provider.stop()
 
 
-def initialize(server, token):
-    return post(server.url, INITIALIZE, {"Authorization": f"Bearer {token}"})
-
-
-def challenge(server, reason):
-    metadata = server.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
-    return (
-        f'Bearer realm="resmux", error="invalid_token", error_description="{reason}", '
-        f'resource_metadata="{metadata}", scope="mcp:read"'
-    )
-
-
 def test_an_opaque_token_the_issuer_vouches_for_is_let_in_as_its_client(opaque):
     token = opaque.provider.token("reader", "mcp:read", opaque.resource)
     assert token.count(".") == 0, "the provider issued a JWT"
 
     async def scenario():
-        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-        async with Client(streamable_http_client(opaque.url, http_client=http), cache=None) as client:
+        async with connect(opaque, token) as client:
             return await client.read_resource("notes://notes/welcome")
 
     note = asyncio.run(asyncio.wait_for(scenario(), 60))
@@ -88,34 +71,20 @@ def test_an_opaque_token_the_issuer_vouches_for_is_let_in_as_its_client(opaque):
 def test_an_opaque_token_the_issuer_does_not_vouch_for_this_server_is_refused(opaque, token, reason):
     if token is None:
         token = opaque.provider.token("reader", "mcp:read", opaque.other)
-    status, headers, body = initialize(opaque, token)
-    assert (status, headers["WWW-Authenticate"]) == (401, challenge(opaque, reason))
-    assert "jsonrpc" not in body and "mcp-session-id" not in headers
-    deadline = time.monotonic() + 30
-    while f"refused a request: {reason}" not in "".join(opaque.log):
-        assert time.monotonic() < deadline, "".join(opaque.log)
-        time.sleep(0.05)
+    assert_refused(opaque, token, 401, invalid(opaque, reason), reason)
 
 
 def test_an_opaque_token_without_the_required_scope_gets_403(opaque):
     token = opaque.provider.token("guest", "mcp:other", opaque.resource)
-    status, headers, body = initialize(opaque, token)
-    metadata = opaque.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
-    assert (status, headers["WWW-Authenticate"]) == (
-        403,
-        f'Bearer realm="resmux", error="insufficient_scope", resource_metadata="{metadata}", scope="mcp:read"',
-    )
-    assert "jsonrpc" not in body
+    expected = challenge(opaque, 'error="insufficient_scope"')
+    assert_refused(opaque, token, 403, expected, "the token lacks the scopes mcp:read")
 
 
 def test_an_answer_is_kept_so_a_vouched_token_outlives_an_outage_and_a_new_one_does_not(opaque):
     known = opaque.provider.token("reader", "mcp:read", opaque.resource)
     fresh = opaque.provider.token("auditor", "mcp:read", opaque.resource)
-    assert initialize(opaque, known)[0] == 200
+    assert initialize(opaque.url, known)[0] == 200
     opaque.provider.stop()
-    assert initialize(opaque, known)[0] == 200
-    status, headers, _ = initialize(opaque, fresh)
-    assert (status, headers["WWW-Authenticate"]) == (
-        401,
-        challenge(opaque, "the issuer could not be asked about the token"),
-    )
+    assert initialize(opaque.url, known)[0] == 200
+    reason = "the issuer could not be asked about the token"
+    assert_refused(opaque, fresh, 401, invalid(opaque, reason), reason)

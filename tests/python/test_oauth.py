@@ -11,7 +11,6 @@ import hmac
 import json
 import re
 import time
-import urllib.parse
 import urllib.request
 
 import pytest
@@ -20,8 +19,9 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import INITIALIZE, all_resource_uris, post
-from idp import STATIC_TOKEN, protected
+from conftest import all_resource_uris
+from idp import STATIC_TOKEN, assert_refused, challenge, claims, initialize, invalid, metadata_url, protected
+
 
 @pytest.fixture
 def guarded(serve, tmp_path, provider_and_resource):
@@ -29,48 +29,6 @@ def guarded(serve, tmp_path, provider_and_resource):
     server = protected(serve, tmp_path, provider, resource, tokens=True)
     server.provider, server.resource = provider, resource
     return server
-
-
-def initialize(url, token=None):
-    """POSTs `initialize`, with `token` as the bearer if given: the status,
-    the headers and the body."""
-    return post(url, INITIALIZE, {} if token is None else {"Authorization": f"Bearer {token}"})
-
-
-def metadata_url(server):
-    return server.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
-
-
-def challenge(server, *parts):
-    return ", ".join(['Bearer realm="resmux"', *parts, f'resource_metadata="{metadata_url(server)}"', 'scope="mcp:read"'])
-
-
-def assert_refused(server, token, status, www_authenticate, reason):
-    code, headers, body = initialize(server.url, token)
-    assert (code, headers["WWW-Authenticate"]) == (status, www_authenticate)
-    assert "jsonrpc" not in body and "mcp-session-id" not in headers
-    if reason is None:
-        return
-    deadline = time.monotonic() + 30
-    while f"refused a request: {reason}" not in "".join(server.log):
-        assert time.monotonic() < deadline, "".join(server.log)
-        time.sleep(0.05)
-
-
-def claims(server, **changes):
-    """The claims of a valid token, with `changes`; a claim changed to None
-    is left out."""
-    now = int(time.time())
-    base = {
-        "iss": server.provider.issuer,
-        "aud": server.resource,
-        "sub": "reader",
-        "client_id": "reader",
-        "scope": "mcp:read",
-        "iat": now,
-        "exp": now + 300,
-    }
-    return {name: value for name, value in {**base, **changes}.items() if value is not None}
 
 
 def test_the_metadata_names_the_issuer_at_both_well_known_locations(guarded):
@@ -112,7 +70,7 @@ def test_no_token_gets_a_challenge_naming_the_metadata_and_scopes(guarded):
 )
 def test_a_signed_token_with_a_wrong_claim_is_refused(guarded, change, reason):
     token = guarded.provider.sign(claims(guarded, **change))
-    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    expected = invalid(guarded, reason)
     # The log quotes the claim's name as it is; the challenge cannot.
     assert_refused(guarded, token, 401, expected, re.sub(r"'(\w+)'", r'"\1"', reason))
 
@@ -123,7 +81,7 @@ def test_a_token_with_a_bad_signature_is_refused(guarded):
     forged["scope"] = "mcp:read mcp:other"
     forged_payload = base64.urlsafe_b64encode(json.dumps(forged).encode()).decode().rstrip("=")
     reason = "the token's signature does not verify"
-    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    expected = invalid(guarded, reason)
     assert_refused(guarded, f"{header}.{forged_payload}.{signature}", 401, expected, reason)
 
 
@@ -131,7 +89,7 @@ def test_an_unsigned_token_is_refused(guarded):
     token = guarded.provider.sign(claims(guarded), {"alg": "none"})
     assert token.endswith(".")
     reason = "the token's header names no signature algorithm this server accepts"
-    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    expected = invalid(guarded, reason)
     assert_refused(guarded, token, 401, expected, reason)
 
 
@@ -146,7 +104,7 @@ def test_a_token_signed_with_the_public_key_as_a_shared_secret_is_refused(guarde
     secret = json.dumps(key).encode()
     signature = base64.urlsafe_b64encode(hmac.new(secret, signing_input.encode(), "sha256").digest()).decode()
     reason = "the token is signed with HS256, which this server does not accept"
-    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    expected = invalid(guarded, reason)
     assert_refused(guarded, f"{signing_input}.{signature.rstrip('=')}", 401, expected, reason)
 
 
@@ -160,10 +118,7 @@ def test_a_static_token_still_works_beside_oauth(guarded):
     status, headers, _ = initialize(guarded.url, STATIC_TOKEN)
     assert status == 200 and headers["mcp-session-id"]
     reason = "the token is not a JWT"
-    code, headers, body = initialize(guarded.url, "not-a-known-token-at-all")
-    assert code == 401 and "jsonrpc" not in body
-    assert headers["WWW-Authenticate"].startswith(f'Bearer realm="resmux", error="invalid_token", error_description="{reason}')
-    assert headers["WWW-Authenticate"].endswith(f'resource_metadata="{metadata_url(guarded)}", scope="mcp:read"')
+    assert_refused(guarded, "not-a-known-token-at-all", 401, invalid(guarded, reason), reason)
 
 
 def test_a_rotated_key_is_fetched_when_a_token_names_it(guarded):
@@ -174,9 +129,7 @@ def test_a_rotated_key_is_fetched_when_a_token_names_it(guarded):
     assert json.loads(base64.urlsafe_b64decode(after.split(".")[0] + "=="))["kid"] == new_kid
     # The keys are fetched at most once a second (jwks_refetch_seconds = 1):
     # until then the new key is unknown, and said so.
-    unknown = challenge(
-        guarded, 'error="invalid_token"', f"error_description=\"the issuer has no key '{new_kid}'\""
-    )
+    unknown = invalid(guarded, f"the issuer has no key '{new_kid}'")
     deadline = time.monotonic() + 30
     while (answer := initialize(guarded.url, after))[0] != 200:
         assert (answer[0], answer[1]["WWW-Authenticate"]) == (401, unknown)
@@ -187,20 +140,19 @@ def test_a_rotated_key_is_fetched_when_a_token_names_it(guarded):
 
 def test_a_token_too_long_to_be_one_is_not_decoded(guarded):
     reason = "the token is longer than 16384 bytes"
-    expected = challenge(guarded, 'error="invalid_token"', f'error_description="{reason}"')
+    expected = invalid(guarded, reason)
     assert_refused(guarded, "e" * 20000, 401, expected, reason)
 
 
 def test_unknown_keys_are_not_fetched_again_within_the_refetch_interval(serve, tmp_path, provider_and_resource):
     provider, resource = provider_and_resource
     server = protected(serve, tmp_path, provider, resource, refetch_seconds=3600)
-    server.provider, server.resource = provider, resource
     before = provider.token("reader", "mcp:read", resource)
     assert initialize(server.url, before)[0] == 200
     new_kid = provider.rotate()
     after = provider.token("reader", "mcp:read", resource)
     reason = f"the issuer has no key '{new_kid}'"
-    expected = challenge(server, 'error="invalid_token"', f'error_description="{reason}"')
+    expected = invalid(server, reason)
     assert_refused(server, after, 401, expected, f'the issuer has no key "{new_kid}"')
     assert initialize(server.url, before)[0] == 200
 

@@ -10,16 +10,12 @@ import asyncio
 import json
 import shutil
 import subprocess
-import time
 
 import pytest
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import BINARY, ROOT, all_resource_uris
-from idp import protected
+from conftest import BINARY, PLUGINS, ROOT, all_resource_uris, connect
+from idp import claims, protected
 
 POLICY = """
 @id("finance reads the guides")
@@ -55,10 +51,9 @@ def policed(serve, tmp_path, provider_and_resource):
     return server
 
 
-def connect(server, client, mode="auto"):
-    token = server.provider.token(client, "mcp:read", server.resource)
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return Client(streamable_http_client(server.url, http_client=http), mode=mode, cache=None)
+def connect_as(server, client, mode="auto"):
+    """An MCP client of `server` with a token the provider issued `client`."""
+    return connect(server, server.provider.token(client, "mcp:read", server.resource), mode)
 
 
 def run(scenario):
@@ -67,7 +62,7 @@ def run(scenario):
 
 def test_listings_hold_only_what_the_clients_groups_may_list(policed):
     async def listing(client):
-        async with connect(policed, client) as session:
+        async with connect_as(policed, client) as session:
             templates = await session.list_resource_templates()
             return await all_resource_uris(session), [t.uri_template for t in templates.resource_templates]
 
@@ -87,7 +82,7 @@ def test_listings_hold_only_what_the_clients_groups_may_list(policed):
 @pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
 def test_a_refused_uri_is_answered_exactly_like_one_that_does_not_exist(policed, mode):
     async def scenario():
-        async with connect(policed, "reader", mode) as session:
+        async with connect_as(policed, "reader", mode) as session:
             allowed = await session.read_resource("files://guides/authors.md")
             errors = {}
             for uri in [
@@ -133,7 +128,7 @@ def test_a_policy_holds_for_every_spelling_of_a_uri_the_plugin_would_serve_alike
     ]
 
     async def scenario():
-        async with connect(policed, "reader") as session:
+        async with connect_as(policed, "reader") as session:
             refused = []
             for uri in spellings:
                 with pytest.raises(MCPError) as error:
@@ -155,7 +150,7 @@ def test_a_policy_holds_for_every_spelling_of_a_uri_the_plugin_would_serve_alike
 
 def test_completions_name_only_what_the_client_may_list(policed):
     async def scenario():
-        async with connect(policed, "reader") as session:
+        async with connect_as(policed, "reader") as session:
             ref = {"type": "ref/resource", "uri": "files://{+path}"}
             top = await session.complete(ref, {"name": "path", "value": ""})
             guides = await session.complete(ref, {"name": "path", "value": "guides/"})
@@ -168,7 +163,7 @@ def test_completions_name_only_what_the_client_may_list(policed):
 
 def test_every_decision_is_audited_with_the_policies_that_made_it(policed):
     async def scenario():
-        async with connect(policed, "reader") as session:
+        async with connect_as(policed, "reader") as session:
             await session.read_resource("files://guides/authors.md")
             for uri in ["notes://notes/groceries", "files://README.md"]:
                 with pytest.raises(MCPError):
@@ -190,7 +185,9 @@ def test_every_decision_is_audited_with_the_policies_that_made_it(policed):
     ]
 
 
-def test_a_cached_public_answer_never_reaches_a_client_the_policy_refuses(serve, tmp_path, provider_and_resource):
+def liar_for_finance(serve, tmp_path, provider_and_resource):
+    """A server of the liar plugin alone (its answers carry cache hints),
+    which group `finance` may use and nobody else."""
     provider, resource = provider_and_resource
     plugins = tmp_path / "plugins"
     plugins.mkdir()
@@ -199,39 +196,36 @@ def test_a_cached_public_answer_never_reaches_a_client_the_policy_refuses(serve,
     policy.write_text('permit(principal in Group::"finance", action, resource in Scheme::"liar");\n')
     server = protected(serve, tmp_path, provider, resource, args=("--access-policy", str(policy)), plugins=plugins)
     server.provider, server.resource = provider, resource
+    return server
+
+
+def test_a_cached_public_answer_never_reaches_a_client_the_policy_refuses(serve, tmp_path, provider_and_resource):
+    server = liar_for_finance(serve, tmp_path, provider_and_resource)
 
     async def reads(client):
-        async with connect(server, client) as session:
-            answers = []
+        async with connect_as(server, client) as session:
+            return [(await session.read_resource("liar://random/public")).contents[0].text for _ in range(2)]
+
+    async def refusals(client):
+        async with connect_as(server, client) as session:
+            refused = []
             for _ in range(2):
-                try:
-                    answers.append((await session.read_resource("liar://random/public")).contents[0].text)
-                except MCPError as error:
-                    answers.append(str(error))
-            return answers
+                with pytest.raises(MCPError) as error:
+                    await session.read_resource("liar://random/public")
+                refused.append(str(error.value))
+            return refused
 
     first, second = run(reads("reader"))
     assert first == second, "the public answer was not cached"
-    assert run(reads("auditor")) == [f"resource liar://random/public {UNSEEN}"] * 2
+    assert run(refusals("auditor")) == [f"resource liar://random/public {UNSEEN}"] * 2
 
 
 def test_a_cached_page_never_reaches_the_same_subject_with_other_groups(serve, tmp_path, provider_and_resource):
-    provider, resource = provider_and_resource
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    shutil.copy(ROOT / "target/test-plugins/liar.wasm", plugins / "liar.wasm")
-    policy = tmp_path / "access.cedar"
-    policy.write_text('permit(principal in Group::"finance", action, resource in Scheme::"liar");\n')
-    server = protected(serve, tmp_path, provider, resource, args=("--access-policy", str(policy)), plugins=plugins)
-    now = int(time.time())
-
-    def token(groups):
-        claims = {"iss": provider.issuer, "aud": resource, "sub": "reader", "client_id": "reader"}
-        return provider.sign({**claims, "scope": "mcp:read", "groups": groups, "iat": now, "exp": now + 300})
+    server = liar_for_finance(serve, tmp_path, provider_and_resource)
 
     async def first_page(groups):
-        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token(groups)}"})
-        async with Client(streamable_http_client(server.url, http_client=http), cache=None) as session:
+        # The same subject, `reader`, with other groups.
+        async with connect(server, server.provider.sign(claims(server, groups=groups))) as session:
             return [item.uri for item in (await session.list_resources()).resources]
 
     # The liar's first page is public for a minute: the first listing keeps it.
@@ -239,11 +233,17 @@ def test_a_cached_page_never_reaches_the_same_subject_with_other_groups(serve, t
     assert run(first_page([])) == []
 
 
+def ops_tokens(tmp_path, schemes):
+    """A tokens file naming one client, `ops`, with `schemes`."""
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(f'[clients.ops]\ntoken_sha256 = "{"ab" * 32}"\nschemes = {json.dumps(schemes)}\n')
+    return tokens
+
+
 def policy_check(tmp_path, *args):
     policy = tmp_path / "access.cedar"
     policy.write_text(POLICY)
-    tokens = tmp_path / "tokens.toml"
-    tokens.write_text('[clients.ops]\ntoken_sha256 = "' + "ab" * 32 + '"\nschemes = ["notes"]\n')
+    tokens = ops_tokens(tmp_path, ["notes"])
     return subprocess.run(
         [str(BINARY), "policy", "check", "--access-policy", str(policy), "--tokens", str(tokens), *args],
         capture_output=True,
@@ -275,10 +275,9 @@ def test_policy_check_explains_a_decision_offline(tmp_path):
 def test_a_policy_that_does_not_fit_the_schema_stops_the_server_naming_it(tmp_path):
     policy = tmp_path / "access.cedar"
     policy.write_text('permit(principal, action, resource)\nwhen { resource.pth like "x*" };\n')
-    tokens = tmp_path / "tokens.toml"
-    tokens.write_text('[clients.ops]\ntoken_sha256 = "' + "ab" * 32 + '"\n')
+    tokens = ops_tokens(tmp_path, [])
     started = subprocess.run(
-        [str(BINARY), "serve", "--plugins", str(ROOT / "target/plugins"), "--http", "127.0.0.1:0",
+        [str(BINARY), "serve", "--plugins", str(PLUGINS), "--http", "127.0.0.1:0",
          "--tokens", str(tokens), "--access-policy", str(policy)],
         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
     )

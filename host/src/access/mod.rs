@@ -23,7 +23,7 @@ pub mod principal;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -66,7 +66,7 @@ impl Client {
     /// The client of a server without access control: stdio, or HTTP
     /// without a tokens file or an issuer. It may do everything.
     pub fn local() -> Self {
-        Self {
+        static LOCAL: LazyLock<Client> = LazyLock::new(|| Client {
             name: "local".into(),
             principal: Arc::new(Principal {
                 subject: "local".to_owned(),
@@ -77,7 +77,8 @@ impl Client {
             }),
             scope: Scope::All,
             reads: None,
-        }
+        });
+        LOCAL.clone()
     }
 
     /// Takes one read from the client's rate limit, or says when to retry.
@@ -172,20 +173,13 @@ impl Admission {
                 .oauth
                 .as_ref()
                 .context("an `oauth:` principal needs the auth file (--auth)")?;
-            let principal = Principal {
+            return Ok(self.oauth_client(Principal {
                 subject: subject.to_owned(),
                 client_id: client_id.unwrap_or_default(),
                 issuer: server.issuer().to_owned(),
                 groups,
                 scopes,
-            };
-            let guard = self.policy.guard(name, &principal);
-            return Ok(Client {
-                name: name.into(),
-                principal: Arc::new(principal),
-                scope: Scope::Guarded(guard),
-                reads: None,
-            });
+            }));
         }
         if !groups.is_empty() || !scopes.is_empty() || client_id.is_some() {
             bail!(
@@ -217,15 +211,20 @@ impl Admission {
         let Some(server) = &self.oauth else {
             return Err(Refusal::InvalidToken("the token is not valid".to_owned()));
         };
-        let principal = server.authenticate(token).await?;
+        Ok(self.oauth_client(server.authenticate(token).await?))
+    }
+
+    /// The client an issuer's token for `principal` stands for: `oauth:` and
+    /// its subject, guarded by the access policy.
+    fn oauth_client(&self, principal: Principal) -> Client {
         let name = format!("oauth:{}", principal.subject);
         let guard = self.policy.guard(&name, &principal);
-        Ok(Client {
+        Client {
             name: name.into(),
             principal: Arc::new(principal),
             scope: Scope::Guarded(guard),
             reads: None,
-        })
+        }
     }
 }
 

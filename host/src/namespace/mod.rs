@@ -541,9 +541,7 @@ impl Namespace {
             let offset = position.offset + taken.items.len();
             match outlook {
                 Outlook::EntryByEntry => items.extend(taken.items.into_iter().filter(|item| {
-                    let path = T::uri_of(item)
-                        .split_once("://")
-                        .map_or("", |(_, path)| path);
+                    let path = uri::path_of(T::uri_of(item));
                     scope.decide(Action::List, scheme, path).permitted
                 })),
                 _ => items.extend(taken.items),
@@ -653,7 +651,7 @@ fn next_scheme(
     mounts
         .range::<str, _>((from, Bound::Unbounded))
         .map(|(scheme, _)| scheme)
-        .find(|scheme| scope.outlook(Action::List, scheme) != Outlook::Nothing)
+        .find(|scheme| scope.may_list_any_of(scheme))
         .map(|scheme| Position {
             listing,
             scheme: scheme.clone(),

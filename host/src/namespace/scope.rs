@@ -106,13 +106,4 @@ impl Scope {
     pub fn is_guarded(&self) -> bool {
         matches!(self, Self::Guarded(_))
     }
-
-    /// Who may be shown what is kept for this scope: `client` without a
-    /// guard, else whoever the guard's decisions are the same for.
-    pub fn owner_key(&self, client: &Arc<str>) -> Arc<str> {
-        match self {
-            Self::All => client.clone(),
-            Self::Guarded(guard) => guard.key(),
-        }
-    }
 }

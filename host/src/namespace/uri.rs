@@ -110,6 +110,12 @@ pub fn split_template(template: &str) -> Result<(String, &str), SyntaxError> {
     Ok((scheme, path))
 }
 
+/// The scheme-relative path of a URI (or URI template) the namespace made:
+/// what follows `scheme://`.
+pub fn path_of(uri: &str) -> &str {
+    uri.split_once("://").map_or("", |(_, path)| path)
+}
+
 /// Checks a scheme-relative path: RFC 3986 characters only, valid escapes, no
 /// fragment and no scheme of its own.
 pub fn check_path(path: &str) -> Result<(), SyntaxError> {

@@ -178,8 +178,8 @@ impl ResponseCache {
 
     pub fn keep_read(&self, uri: &Uri, client: &Arc<str>, read: &Read) {
         let bytes = read.byte_count();
-        let public = Owner::Everyone;
-        if let Some((owner, cached)) = entry(read.cache, client, public, read.clone(), bytes) {
+        let owners = (Owner::Client(client.clone()), Owner::Everyone);
+        if let Some((owner, cached)) = entry(read.cache, owners, read.clone(), bytes) {
             let key = ReadKey {
                 uri: uri.as_str().to_owned(),
                 owner,
@@ -188,25 +188,26 @@ impl ResponseCache {
         }
     }
 
-    /// A kept page of listing `T` at `cursor` that `owner` (a client, or a
-    /// guard's key: [`Scope::owner_key`]) may have, with the ttl it has left.
+    /// A kept page of listing `T` at `cursor` that `client` may have within
+    /// `scope`, with the ttl it has left.
     pub(super) fn page<T: Paged>(
         &self,
         cursor: Option<&str>,
-        owner: &Arc<str>,
+        client: &Arc<str>,
         scope: &Scope,
     ) -> Option<Listed<T>> {
-        let kept = [
-            Owner::Client(owner.clone()),
-            public_page_owner(owner, scope),
-        ]
-        .into_iter()
-        .find_map(|owner| {
+        let cursor = cursor.map(str::to_owned);
+        let (private, public) = page_owners(client, scope);
+        let find = |owner| {
             T::pages(self).0.get(&PageKey {
-                cursor: cursor.map(str::to_owned),
+                cursor: cursor.clone(),
                 owner,
             })
-        })
+        };
+        let kept = match public == private {
+            true => find(private),
+            false => find(private).or_else(|| find(public)),
+        }
         .map(|cached| cached.fresh());
         count_lookup("page", kept)
     }
@@ -214,14 +215,14 @@ impl ResponseCache {
     pub(super) fn keep_page<T: Paged>(
         &self,
         cursor: Option<&str>,
-        owner: &Arc<str>,
+        client: &Arc<str>,
         scope: &Scope,
         page: &Listed<T>,
     ) {
         // A rough size: listings are small next to reads.
         let bytes = (page.items.len() as u64).saturating_mul(512);
-        let public = public_page_owner(owner, scope);
-        if let Some((owner, cached)) = entry(page.cache, owner, public, page.clone(), bytes) {
+        let owners = page_owners(client, scope);
+        if let Some((owner, cached)) = entry(page.cache, owners, page.clone(), bytes) {
             let key = PageKey {
                 cursor: cursor.map(str::to_owned),
                 owner,
@@ -258,21 +259,22 @@ impl ResponseCache {
     }
 }
 
-/// Who shares a public page filtered to `scope`: everyone when nothing is
-/// filtered out, else `client` (the guard's key) alone.
-fn public_page_owner(client: &Arc<str>, scope: &Scope) -> Owner {
+/// Whose a private and a public page kept for `client` within `scope` is.
+/// Unguarded pages are the client's and everyone's. A guarded page is
+/// filtered for its principal, so both are kept under the guard's key, which
+/// names everything the guard decides by: no other principal gets them.
+fn page_owners(client: &Arc<str>, scope: &Scope) -> (Owner, Owner) {
     match scope {
-        Scope::All => Owner::Everyone,
-        Scope::Guarded(_) => Owner::Client(client.clone()),
+        Scope::All => (Owner::Client(client.clone()), Owner::Everyone),
+        Scope::Guarded(guard) => (Owner::Client(guard.key()), Owner::Client(guard.key())),
     }
 }
 
 /// The entry for an answer with `hint`, or none if it may not be kept: a
-/// private answer is `client`'s, a public one `public`'s.
+/// private answer goes to the first of `owners`, a public one to the second.
 fn entry<T>(
     hint: CacheHint,
-    client: &Arc<str>,
-    public: Owner,
+    (private, public): (Owner, Owner),
     value: T,
     bytes: u64,
 ) -> Option<(Owner, Cached<T>)> {
@@ -280,7 +282,7 @@ fn entry<T>(
         return None;
     }
     let owner = match hint.scope {
-        CacheScope::Private => Owner::Client(client.clone()),
+        CacheScope::Private => private,
         CacheScope::Public => public,
     };
     let cached = Cached {

@@ -5,7 +5,7 @@
 //! out ([`listable_values`]).
 
 use crate::contract;
-use crate::namespace::uri::Uri;
+use crate::namespace::uri::{self, Uri};
 use crate::namespace::{Action, NamespaceError, Outlook, Read, Scope};
 
 /// What of `read` (of `uri`) `scope` may read: a plugin may answer one read
@@ -16,9 +16,13 @@ pub fn readable_part(scope: &Scope, uri: &Uri, mut read: Read) -> Result<Read, N
     if scope.outlook(Action::Read, scheme) == Outlook::Everything {
         return Ok(read);
     }
+    // The read itself was decided already; its own content needs no second
+    // decision.
     read.contents.retain(|content| {
-        let path = content.uri.split_once("://").map_or("", |(_, path)| path);
-        scope.decide(Action::Read, scheme, path).permitted
+        content.uri == uri.as_str()
+            || scope
+                .decide(Action::Read, scheme, uri::path_of(&content.uri))
+                .permitted
     });
     match read.contents.is_empty() {
         true => Err(unseen(uri.as_str())),

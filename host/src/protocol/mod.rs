@@ -212,17 +212,16 @@ impl ResmuxServer {
         fetch: impl Future<Output = Result<namespace::Listed<T>, NamespaceError>>,
     ) -> Result<namespace::Listed<T>, NamespaceError> {
         let scope = &client.scope;
-        let owner = scope.owner_key(&client.name);
         if let Some(kept) = self
             .cache
             .as_ref()
-            .and_then(|cache| cache.page(cursor, &owner, scope))
+            .and_then(|cache| cache.page(cursor, &client.name, scope))
         {
             return Ok(kept);
         }
         let page = fetch.await?;
         if let Some(cache) = &self.cache {
-            cache.keep_page(cursor, &owner, scope, &page);
+            cache.keep_page(cursor, &client.name, scope, &page);
         }
         Ok(page)
     }

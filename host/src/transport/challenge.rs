@@ -31,18 +31,23 @@ pub fn metadata_routes(server: &ResourceServer) -> axum::Router {
         async move { axum::Json(document.as_ref().clone()) }
     };
     let mut routes = axum::Router::new().route(METADATA_PATH, get(answer.clone()));
-    let path = server.resource_url().path().trim_end_matches('/');
-    if !path.is_empty() {
-        routes = routes.route(&format!("{METADATA_PATH}{path}"), get(answer));
+    let suffixed = metadata_path(server);
+    if suffixed != METADATA_PATH {
+        routes = routes.route(&suffixed, get(answer));
     }
     routes
+}
+
+/// The metadata document's path for the resource's own path (RFC 9728 §3.1).
+fn metadata_path(server: &ResourceServer) -> String {
+    let path = server.resource_url().path().trim_end_matches('/');
+    format!("{METADATA_PATH}{path}")
 }
 
 /// The URL of the metadata document, as challenges name it.
 fn metadata_url(server: &ResourceServer) -> String {
     let mut url = server.resource_url().clone();
-    let path = url.path().trim_end_matches('/').to_owned();
-    url.set_path(&format!("{METADATA_PATH}{path}"));
+    url.set_path(&metadata_path(server));
     url.into()
 }
 
@@ -70,9 +75,8 @@ pub fn refusal(oauth: Option<&ResourceServer>, why: Option<&Refusal>) -> Respons
     };
     if let Some(server) = oauth {
         challenge.push(("resource_metadata", metadata_url(server)));
-        if !server.scopes().is_empty() {
-            challenge.push(("scope", server.scopes().join(" ")));
-        }
+        // Never empty: the auth file must name a scope.
+        challenge.push(("scope", server.scopes().join(" ")));
     }
     let value = challenge
         .iter()

@@ -13,14 +13,15 @@ use serde_json::{Map, Value};
 
 use crate::access::principal::Principal;
 
-/// Who a verified token of `issuer` names, its groups read from the claim
-/// `groups_claim`.
+/// Who a verified token of `issuer` names: its subject from the first of
+/// `subject_claims` it has, its groups from the claim `groups_claim`.
 pub fn principal(
     claims: &Map<String, Value>,
     issuer: &str,
     groups_claim: &str,
+    subject_claims: &[&str],
 ) -> Result<Principal, String> {
-    let subject = match claims.get("sub") {
+    let subject = match subject_claims.iter().find_map(|name| claims.get(*name)) {
         Some(Value::String(subject)) if !subject.is_empty() => subject.clone(),
         Some(_) => return Err("the token's \"sub\" claim is not a name".to_owned()),
         None => return Err("the token has no \"sub\" claim".to_owned()),

@@ -15,7 +15,9 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest document read.
 const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 
-/// An HTTP client for the issuer's documents.
+/// An HTTP client for the issuer's documents; clones share one connection
+/// pool.
+#[derive(Clone)]
 pub struct Fetcher {
     client: reqwest::Client,
 }

@@ -96,9 +96,9 @@ impl Expiry<[u8; 32], Kept> for KeptFor {
 }
 
 impl Introspection {
-    /// The `[oauth.introspection]` table; secret files are read relative to
-    /// `base`.
-    pub fn new(section: IntrospectionSection, base: &Path) -> Result<Self> {
+    /// The `[oauth.introspection]` table, asking through `fetcher`; secret
+    /// files are read relative to `base`.
+    pub fn new(section: IntrospectionSection, base: &Path, fetcher: Fetcher) -> Result<Self> {
         let client_secret = section
             .client_secret
             .read(base)
@@ -120,7 +120,7 @@ impl Introspection {
             })
             .transpose()?;
         Ok(Self {
-            fetcher: Fetcher::new()?,
+            fetcher,
             client_id: section.client_id,
             client_secret,
             configured_endpoint,

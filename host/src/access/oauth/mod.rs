@@ -196,16 +196,17 @@ impl ResourceServer {
                 validation
             })
             .collect();
+        let fetcher = Fetcher::new()?;
         let introspection = section
             .introspection
-            .map(|introspection| Introspection::new(introspection, base))
+            .map(|introspection| Introspection::new(introspection, base, fetcher.clone()))
             .transpose()
             .context("[oauth.introspection]")?;
         let keys = Keys::new(
             section.issuer.clone(),
             jwks_uri,
             Duration::from_secs(section.jwks_refetch_seconds),
-            Fetcher::new()?,
+            fetcher,
         );
         Ok(Self {
             issuer: section.issuer,
@@ -295,13 +296,13 @@ impl ResourceServer {
             .claims(token, &expected)
             .await
             .map_err(Refusal::InvalidToken)?;
-        let mut claims = (*answer).clone();
-        if !claims.contains_key("sub")
-            && let Some(client) = claims.get("client_id").cloned()
-        {
-            claims.insert("sub".to_owned(), client);
-        }
-        claims::principal(&claims, &self.issuer, &self.groups_claim).map_err(Refusal::InvalidToken)
+        claims::principal(
+            &answer,
+            &self.issuer,
+            &self.groups_claim,
+            &["sub", "client_id"],
+        )
+        .map_err(Refusal::InvalidToken)
     }
 
     /// Who a JWT access token stands for, once its signature and claims are
@@ -339,7 +340,7 @@ impl ResourceServer {
             validation,
         )
         .map_err(|error| Refusal::InvalidToken(claims::describe(&error)))?;
-        claims::principal(&data.claims, &self.issuer, &self.groups_claim)
+        claims::principal(&data.claims, &self.issuer, &self.groups_claim, &["sub"])
             .map_err(Refusal::InvalidToken)
     }
 }

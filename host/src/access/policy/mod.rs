@@ -35,6 +35,7 @@ pub const SCHEMA: &str = include_str!("schema.cedarschema");
 
 pub const CLIENT: &str = "Client";
 pub const GROUP: &str = "Group";
+pub const ISSUER: &str = "Issuer";
 pub const SCHEME: &str = "Scheme";
 pub const RESOURCE: &str = "Resource";
 
@@ -90,10 +91,11 @@ impl AccessPolicy {
 
     /// The guard of the client called `name`.
     pub fn guard(self: &Arc<Self>, name: &str, principal: &Principal) -> Arc<ClientGuard> {
-        let groups: HashSet<EntityUid> = principal
+        let parents: HashSet<EntityUid> = principal
             .groups
             .iter()
             .map(|group| uid(GROUP, group))
+            .chain([uid(ISSUER, &principal.issuer)])
             .collect();
         let string = |text: &str| RestrictedExpression::new_string(text.to_owned());
         let attributes = HashMap::from([
@@ -106,14 +108,21 @@ impl AccessPolicy {
             ),
         ]);
         let client = uid(CLIENT, name);
-        let entity = Entity::new(client.clone(), attributes, groups.clone())
+        let entity = Entity::new(client.clone(), attributes, parents.clone())
             .expect("string and set attributes always evaluate");
+        let Principal {
+            subject,
+            client_id,
+            issuer,
+            groups,
+            scopes,
+        } = principal;
         Arc::new(ClientGuard {
             policy: self.clone(),
-            key: format!("{name}\u{1f}{principal:?}").into(),
+            key: format!("{name}\n{subject}\n{client_id}\n{issuer}\n{groups:?}\n{scopes:?}").into(),
             client,
             entity,
-            groups,
+            parents,
         })
     }
 
@@ -132,7 +141,8 @@ pub struct ClientGuard {
     key: Arc<str>,
     client: EntityUid,
     entity: Entity,
-    groups: HashSet<EntityUid>,
+    /// Its groups and its issuer.
+    parents: HashSet<EntityUid>,
 }
 
 impl std::fmt::Debug for ClientGuard {
@@ -197,7 +207,7 @@ impl Guard for ClientGuard {
         outlook::outlook(
             &self.policy.rules,
             &self.client,
-            &self.groups,
+            &self.parents,
             &action_uid(action),
             scheme,
         )
@@ -333,13 +343,10 @@ fn issuer_policy(issuer: &str) -> Result<Policy> {
     let id = "auth-file: every client of the issuer may use every scheme";
     let policy = json!({
         "effect": "permit",
-        "principal": {"op": "is", "entity_type": CLIENT},
+        "principal": {"op": "in", "entity": {"type": ISSUER, "id": issuer}},
         "action": {"op": "All"},
         "resource": {"op": "All"},
-        "conditions": [{"kind": "when", "body": {"==": {
-            "left": {".": {"left": {"Var": "principal"}, "attr": "issuer"}},
-            "right": {"Value": issuer},
-        }}}],
+        "conditions": [],
     });
     Policy::from_json(Some(PolicyId::new(id)), policy).context("cannot make the issuer's policy")
 }
@@ -374,7 +381,98 @@ fn report(error: &dyn miette::Diagnostic, source: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::canonical_path;
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use super::{AccessPolicy, ClientGuard, SchemeGrant, canonical_path};
+    use crate::access::principal::Principal;
+    use crate::namespace::{Action, Guard, Outlook};
+
+    const PATHS: [&str; 6] = [
+        "",
+        "a",
+        "2026/q1",
+        "drafts/x",
+        "%64rafts/x",
+        "x/../drafts/y",
+    ];
+
+    /// Asserts the guard's contract: where the outlook says `Everything` or
+    /// `Nothing`, Cedar decides so for every path; returns the outlook.
+    fn checked_outlook(guard: &ClientGuard, action: Action, scheme: &str) -> Outlook {
+        let outlook = guard.outlook(action, scheme);
+        for path in PATHS {
+            let permitted = guard.decide(action, scheme, path).permitted;
+            match outlook {
+                Outlook::Everything => assert!(permitted, "{guard:?} {action:?} {scheme}://{path}"),
+                Outlook::Nothing => assert!(!permitted, "{guard:?} {action:?} {scheme}://{path}"),
+                Outlook::EntryByEntry => {}
+            }
+        }
+        outlook
+    }
+
+    fn bearer(groups: &[&str]) -> Principal {
+        Principal {
+            subject: "bob".into(),
+            client_id: "app".into(),
+            issuer: "https://idp.example".into(),
+            groups: groups.iter().map(|group| group.to_string()).collect(),
+            scopes: BTreeSet::from(["mcp:read".to_owned()]),
+        }
+    }
+
+    #[test]
+    fn generated_policies_decide_whole_schemes_without_cedar_per_entry() {
+        let schemes = vec!["notes".to_owned()];
+        let grants = [SchemeGrant {
+            client: "alice",
+            schemes: &schemes,
+        }];
+        let policy =
+            Arc::new(AccessPolicy::build(None, &grants, Some("https://idp.example")).unwrap());
+        let alice = policy.guard(
+            "alice",
+            &Principal::of_tokens_file("alice", BTreeSet::new()),
+        );
+        let bob = policy.guard("oauth:bob", &bearer(&[]));
+        for action in Action::ALL {
+            assert_eq!(
+                checked_outlook(&alice, action, "notes"),
+                Outlook::Everything
+            );
+            assert_eq!(checked_outlook(&alice, action, "files"), Outlook::Nothing);
+            assert_eq!(checked_outlook(&bob, action, "files"), Outlook::Everything);
+        }
+    }
+
+    #[test]
+    fn an_operators_policies_never_get_an_outlook_cedar_contradicts() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            file.path(),
+            r#"
+            permit(principal in Group::"finance", action in [Action::"list", Action::"read"], resource in Scheme::"reports");
+            forbid(principal, action, resource in Scheme::"reports") when { resource.path like "drafts/*" };
+            permit(principal in Group::"sales", action, resource in Scheme::"notes") when { resource.path like "2026/*" };
+            permit(principal, action == Action::"read", resource == Resource::"files://a");
+            permit(principal in Group::"sales", action == Action::"list", resource in Scheme::"files");
+            "#,
+        )
+        .unwrap();
+        let policy = Arc::new(AccessPolicy::build(Some(file.path()), &[], None).unwrap());
+        let mut seen = BTreeSet::new();
+        for groups in [&["finance"][..], &["sales"], &[]] {
+            let guard = policy.guard("oauth:bob", &bearer(groups));
+            for action in Action::ALL {
+                for scheme in ["reports", "notes", "files"] {
+                    seen.insert(format!("{:?}", checked_outlook(&guard, action, scheme)));
+                }
+            }
+        }
+        let every = ["Everything", "Nothing", "EntryByEntry"].map(str::to_owned);
+        assert_eq!(seen, BTreeSet::from(every), "each outlook is reached");
+    }
 
     #[test]
     fn every_spelling_of_a_path_a_plugin_would_serve_alike_is_one_path() {

@@ -14,15 +14,31 @@ use cedar_policy::{
 use super::{CLIENT, RESOURCE, SCHEME};
 use crate::namespace::Outlook;
 
-/// The scope of one policy.
+/// The scope of one policy, read once when the policy set is built.
 #[derive(Debug)]
 pub struct Rule {
     effect: Effect,
     principal: PrincipalConstraint,
+    /// Whether an `is` in the principal's scope names `Client` (or there is
+    /// none).
+    principal_type_fits: bool,
     action: ActionConstraint,
-    resource: ResourceConstraint,
+    resource: Target,
     /// No `when` or `unless`.
     unconditional: bool,
+}
+
+/// What a policy's resource scope can match.
+#[derive(Debug)]
+enum Target {
+    /// Every resource of every scheme.
+    Everything,
+    /// Every resource of this scheme.
+    Scheme(String),
+    /// Some resources of this scheme.
+    PartOf(String),
+    /// No resource at all.
+    Nothing,
 }
 
 /// Whether a policy's resource scope can match resources of one scheme.
@@ -35,30 +51,31 @@ enum Reach {
 
 impl Rule {
     pub fn of(policy: &Policy) -> Self {
-        let unconditional = policy.to_json().is_ok_and(|json| {
-            json.get("conditions")
-                .and_then(|conditions| conditions.as_array())
-                .is_some_and(Vec::is_empty)
-        });
+        let principal = policy.principal_constraint();
+        let principal_type_fits = match &principal {
+            PrincipalConstraint::Is(name) | PrincipalConstraint::IsIn(name, _) => {
+                name.to_string() == CLIENT
+            }
+            _ => true,
+        };
         Self {
             effect: policy.effect(),
-            principal: policy.principal_constraint(),
+            principal,
+            principal_type_fits,
             action: policy.action_constraint(),
-            resource: policy.resource_constraint(),
-            unconditional,
+            resource: Target::of(&policy.resource_constraint()),
+            unconditional: !policy.has_non_scope_constraint(),
         }
     }
 
-    fn covers_principal(&self, client: &EntityUid, groups: &HashSet<EntityUid>) -> bool {
-        let is_client = |name: &cedar_policy::EntityTypeName| name.to_string() == CLIENT;
-        let contains = |uid: &EntityUid| uid == client || groups.contains(uid);
-        match &self.principal {
-            PrincipalConstraint::Any => true,
-            PrincipalConstraint::Eq(uid) => uid == client,
-            PrincipalConstraint::In(uid) => contains(uid),
-            PrincipalConstraint::Is(name) => is_client(name),
-            PrincipalConstraint::IsIn(name, uid) => is_client(name) && contains(uid),
-        }
+    fn covers_principal(&self, client: &EntityUid, parents: &HashSet<EntityUid>) -> bool {
+        let contains = |uid: &EntityUid| uid == client || parents.contains(uid);
+        self.principal_type_fits
+            && match &self.principal {
+                PrincipalConstraint::Any | PrincipalConstraint::Is(_) => true,
+                PrincipalConstraint::Eq(uid) => uid == client,
+                PrincipalConstraint::In(uid) | PrincipalConstraint::IsIn(_, uid) => contains(uid),
+            }
     }
 
     fn covers_action(&self, action: &EntityUid) -> bool {
@@ -70,53 +87,59 @@ impl Rule {
     }
 
     fn reach(&self, scheme: &str) -> Reach {
-        let of_type = |uid: &EntityUid, name: &str| uid.type_name().to_string() == name;
-        let within = |uid: &EntityUid| {
-            if of_type(uid, SCHEME) {
-                if uid.id().unescaped() == scheme {
-                    Reach::All
-                } else {
-                    Reach::None
-                }
-            } else if of_type(uid, RESOURCE) {
-                let uri = uid.id().unescaped();
-                match uri.split_once("://") {
-                    Some((of, _)) if of == scheme => Reach::Some,
-                    _ => Reach::None,
-                }
-            } else {
-                // A resource is in its scheme alone.
-                Reach::None
-            }
-        };
         match &self.resource {
-            ResourceConstraint::Any => Reach::All,
-            ResourceConstraint::Is(name) if name.to_string() == RESOURCE => Reach::All,
-            ResourceConstraint::Is(_) => Reach::None,
-            ResourceConstraint::In(uid) => within(uid),
-            ResourceConstraint::IsIn(name, uid) if name.to_string() == RESOURCE => within(uid),
-            ResourceConstraint::IsIn(..) => Reach::None,
-            ResourceConstraint::Eq(uid) if of_type(uid, RESOURCE) => match within(uid) {
-                Reach::None => Reach::None,
-                _ => Reach::Some,
-            },
-            ResourceConstraint::Eq(_) => Reach::None,
+            Target::Everything => Reach::All,
+            Target::Scheme(of) if of == scheme => Reach::All,
+            Target::PartOf(of) if of == scheme => Reach::Some,
+            _ => Reach::None,
         }
     }
 }
 
-/// What `rules` say of `action` by `client` (a member of `groups`) on every
-/// resource of `scheme`.
+impl Target {
+    fn of(constraint: &ResourceConstraint) -> Self {
+        let of_type = |uid: &EntityUid, name: &str| uid.type_name().to_string() == name;
+        // A resource is in its scheme alone.
+        let within = |uid: &EntityUid| {
+            if of_type(uid, SCHEME) {
+                Self::Scheme(uid.id().unescaped().to_owned())
+            } else if of_type(uid, RESOURCE) {
+                Self::part_of(uid)
+            } else {
+                Self::Nothing
+            }
+        };
+        match constraint {
+            ResourceConstraint::Any => Self::Everything,
+            ResourceConstraint::Is(name) if name.to_string() == RESOURCE => Self::Everything,
+            ResourceConstraint::In(uid) => within(uid),
+            ResourceConstraint::IsIn(name, uid) if name.to_string() == RESOURCE => within(uid),
+            ResourceConstraint::Eq(uid) if of_type(uid, RESOURCE) => Self::part_of(uid),
+            _ => Self::Nothing,
+        }
+    }
+
+    /// The one resource `uid` names: part of its URI's scheme.
+    fn part_of(uid: &EntityUid) -> Self {
+        match uid.id().unescaped().split_once("://") {
+            Some((scheme, _)) => Self::PartOf(scheme.to_owned()),
+            None => Self::Nothing,
+        }
+    }
+}
+
+/// What `rules` say of `action` by `client` (in `parents`: its groups and
+/// its issuer) on every resource of `scheme`.
 pub fn outlook(
     rules: &[Rule],
     client: &EntityUid,
-    groups: &HashSet<EntityUid>,
+    parents: &HashSet<EntityUid>,
     action: &EntityUid,
     scheme: &str,
 ) -> Outlook {
     let (mut permits, mut permits_all, mut forbids) = (false, false, false);
     for rule in rules {
-        if !rule.covers_principal(client, groups) || !rule.covers_action(action) {
+        if !rule.covers_principal(client, parents) || !rule.covers_action(action) {
             continue;
         }
         match (rule.effect, rule.reach(scheme)) {
