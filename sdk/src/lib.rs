@@ -33,21 +33,27 @@
 //!
 //! resmux_sdk::export!(Hello);
 //! ```
+//!
+//! A plugin whose resources are files it was granted also implements
+//! [`Plugin::locate`]: it names the file that holds a resource, and resmux
+//! reads the file itself, so the bytes never pass through the plugin.
 
 mod config;
 mod helpers;
 
-/// The raw bindings of `wit/provider.wit`, for what the SDK does not wrap.
+/// The raw bindings of `wit/provider.wit` (the world with `locate`), for
+/// what the SDK does not wrap.
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "resmux:provider/plugin",
+        world: "resmux:provider/locating-plugin",
         pub_export_macro: true,
         export_macro_name: "export_bindings",
         default_bindings_module: "resmux_sdk::bindings",
     });
 }
 
+pub use bindings::exports::resmux::provider::locate::Located;
 pub use bindings::resmux::provider::types::{
     Annotations, Body, CacheHint, CacheScope, ChangeReport, Completion, CompletionRequest, Content,
     Error, Icon, IconTheme, PluginInfo, ReadResult, Resource, ResourcePage, Role, Template,
@@ -91,17 +97,30 @@ pub trait Plugin: Sized + Send + Sync + 'static {
     fn changes(&self, _since: Option<String>) -> Result<ChangeReport, Error> {
         Err(Error::Unavailable("this plugin reports no changes".into()))
     }
+
+    /// The granted file that holds the resource at `path`, as the plugin
+    /// sees it (`/data/docs/guide.md`), for resmux to read itself; none to
+    /// answer with [`Plugin::read`]. resmux asks only plugins with file
+    /// grants, and calls `read` as well when the file is not a regular file
+    /// inside them (a directory, missing, elsewhere), so `read` still
+    /// answers errors and directories. Only compute the name here: file
+    /// operations in `locate` are slow on purpose.
+    fn locate(&self, _path: String) -> Result<Option<Located>, Error> {
+        Ok(None)
+    }
 }
 
-/// Exports a [`Plugin`] as the component's `resmux:provider/provider`.
+/// Exports a [`Plugin`] as the component's `resmux:provider/provider` and
+/// `resmux:provider/locate`.
 #[macro_export]
 macro_rules! export {
     ($plugin:ty) => {
         const _: () = {
+            use $crate::bindings::exports::resmux::provider::locate::Guest as Locate;
             use $crate::bindings::exports::resmux::provider::provider::Guest;
             use $crate::{
-                ChangeReport, Completion, CompletionRequest, Error, Plugin, PluginInfo, ReadResult,
-                ResourcePage, TemplatePage,
+                ChangeReport, Completion, CompletionRequest, Error, Located, Plugin, PluginInfo,
+                ReadResult, ResourcePage, TemplatePage,
             };
 
             static INSTANCE: ::std::sync::OnceLock<$plugin> = ::std::sync::OnceLock::new();
@@ -138,6 +157,12 @@ macro_rules! export {
                 }
                 fn changes(since: Option<String>) -> Result<ChangeReport, Error> {
                     instance()?.changes(since)
+                }
+            }
+
+            impl Locate for Exported {
+                fn locate(path: String) -> Result<Option<Located>, Error> {
+                    instance()?.locate(path)
                 }
             }
 

@@ -178,7 +178,7 @@ fn inspect_shows_interface_grants_and_self_description() {
     ]);
     let data = folder.path().join("data").canonicalize().unwrap();
     for expected in [
-        "exports\n  resmux:provider/provider@0.1.0\n".to_owned(),
+        "exports\n  resmux:provider/locate@0.1.0                  asked before each read which granted file to read\n  resmux:provider/provider@0.1.0\n".to_owned(),
         "wasi:filesystem/preopens@0.2.".to_owned(),
         format!(
             "files      directory {} -> /data (ReadOnly)",

@@ -41,6 +41,13 @@ pub async fn inspect(
     for name in &exports {
         if name.starts_with("resmux:provider/provider@") {
             writeln!(out, "  {name}")?;
+        } else if name.starts_with("resmux:provider/locate@") {
+            let status = if policy.may_block() {
+                "asked before each read which granted file to read"
+            } else {
+                "never called: the plugin has no file grants"
+            };
+            writeln!(out, "  {name:<45} {status}")?;
         } else {
             // componentize-py, for one, exports `exports`, which it calls
             // while building to set up the interpreter.

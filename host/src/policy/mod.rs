@@ -74,6 +74,12 @@ pub trait Grant: Send + Sync {
     fn may_block(&self) -> bool {
         false
     }
+    /// Opens `guest_path` (as the plugin sees it) for reading if this grant
+    /// reaches it and it is a regular file, without waiting on a FIFO or
+    /// device; the host then reads it on the plugin's behalf.
+    fn open_located(&self, _guest_path: &str) -> Option<std::fs::File> {
+        None
+    }
     /// Host paths whose changes may change the plugin's answers.
     fn watched_paths(&self) -> Vec<PathBuf> {
         Vec::new()
@@ -124,9 +130,10 @@ impl Policy {
         Ok(())
     }
 
-    /// The sandbox of one new instance of `plugin`.
-    pub fn sandbox(&self, plugin: &Arc<str>) -> Result<Sandbox> {
-        let mut builder = SandboxBuilder::new(plugin.clone(), &self.limits);
+    /// The sandbox of one new instance of `plugin`, whose file operations
+    /// may block the calling thread if `blocking` (see [`SandboxBuilder::new`]).
+    pub fn sandbox(&self, plugin: &Arc<str>, blocking: bool) -> Result<Sandbox> {
+        let mut builder = SandboxBuilder::new(plugin.clone(), &self.limits, blocking);
         for grant in &self.grants {
             grant.prepare(plugin, &mut builder)?;
         }
@@ -145,6 +152,14 @@ impl Policy {
             .iter()
             .map(|grant| grant.descriptors_per_instance())
             .sum()
+    }
+
+    /// Opens `guest_path`, a file the plugin located, for the host to read
+    /// on its behalf: only inside a grant, and only a regular file.
+    pub fn open_located(&self, guest_path: &str) -> Option<std::fs::File> {
+        self.grants
+            .iter()
+            .find_map(|grant| grant.open_located(guest_path))
     }
 
     /// Whether a call may block its thread in a host operation.

@@ -47,18 +47,19 @@ pub struct SandboxBuilder {
 
 impl SandboxBuilder {
     /// A sandbox that grants `plugin` nothing yet, under its `limits`; what
-    /// it prints goes to the log.
-    pub fn new(plugin: Arc<str>, limits: &Limits) -> Self {
+    /// it prints goes to the log. With `blocking`, file operations run on
+    /// the calling thread instead of tokio's blocking pool: a 1 KiB read
+    /// through the files plugin drops from about 370 us to about 50 us
+    /// (benches/read_path.rs), and a plugin with file grants runs each such
+    /// call on a thread of its own (see `runtime::plugin`), so an operation
+    /// that blocks holds only that thread. Without it, each file operation
+    /// goes to the blocking pool, so the call may run on the runtime's own
+    /// threads (`locate`).
+    pub fn new(plugin: Arc<str>, limits: &Limits, blocking: bool) -> Self {
         let mut wasi = WasiCtxBuilder::new();
         let stdout = PluginOutput::stdout(plugin.clone());
         let stderr = PluginOutput::stderr(plugin.clone());
-        // File operations run on the calling thread instead of tokio's
-        // blocking pool: a 1 KiB read through the files plugin drops from
-        // about 370 us to about 50 us (benches/read_path.rs). A plugin with
-        // file grants runs each call on a thread of its own (see
-        // `runtime::plugin`), so an operation that blocks holds only that
-        // thread.
-        wasi.allow_blocking_current_thread(true)
+        wasi.allow_blocking_current_thread(blocking)
             .stdout(stdout.clone())
             .stderr(stderr.clone());
         let mut table = ResourceTable::new();

@@ -33,6 +33,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::bindings::{Guest, Plugin};
 use super::handles::HandleBudget;
+use super::locate::LocateFunc;
 use super::meter::MeteredStore;
 
 /// How long an idle instance is kept unused.
@@ -54,10 +55,33 @@ static IDLE_IN_PROCESS: AtomicUsize = AtomicUsize::new(0);
 /// The linear memory idle instances hold now, over every plugin.
 static IDLE_MEMORY: AtomicUsize = AtomicUsize::new(0);
 
+/// What a call may call on an instance: the contract's functions, and
+/// `locate` on an instance made to run it.
+pub struct Exports {
+    plugin: Plugin,
+    locate: Option<LocateFunc>,
+}
+
+impl Exports {
+    pub fn new(plugin: Plugin, locate: Option<LocateFunc>) -> Self {
+        Self { plugin, locate }
+    }
+
+    /// The contract's functions.
+    pub fn provider(&self) -> &Guest {
+        self.plugin.resmux_provider_provider()
+    }
+
+    /// `locate`, on an instance made to run it.
+    pub fn locate(&self) -> Option<&LocateFunc> {
+        self.locate.as_ref()
+    }
+}
+
 /// One instance of a plugin.
 pub struct Instance {
     pub metered: MeteredStore,
-    exports: Plugin,
+    exports: Exports,
     /// Its share of the host's descriptor budget: the plugin's `max_handles`
     /// and its preopened directories during a call; while idle, one per
     /// resource it holds and per preopened directory.
@@ -67,7 +91,7 @@ pub struct Instance {
 }
 
 impl Instance {
-    pub fn new(metered: MeteredStore, exports: Plugin, handles: OwnedSemaphorePermit) -> Self {
+    pub fn new(metered: MeteredStore, exports: Exports, handles: OwnedSemaphorePermit) -> Self {
         Self {
             metered,
             exports,
@@ -90,11 +114,8 @@ impl Instance {
     }
 
     /// Its store and its exports, for one call.
-    pub fn parts(&mut self) -> (&mut wasmtime::Store<crate::policy::Sandbox>, &Guest) {
-        (
-            &mut self.metered.store,
-            self.exports.resmux_provider_provider(),
-        )
+    pub fn parts(&mut self) -> (&mut wasmtime::Store<crate::policy::Sandbox>, &Exports) {
+        (&mut self.metered.store, &self.exports)
     }
 }
 

@@ -11,6 +11,7 @@ mod cache;
 mod handles;
 mod health;
 mod instance;
+mod locate;
 mod meter;
 mod plugin;
 
@@ -174,14 +175,16 @@ impl Runtime {
         let pre = bindings::PluginPre::new(instance_pre)
             .map_err(anyhow::Error::from)
             .context("the component does not export resmux:provider/provider@0.1.0")?;
-        Ok(WasmPlugin::new(
+        WasmPlugin::new(
             name.into(),
             component.clone(),
             pre,
             policy,
             config,
             self.handles.clone(),
-        ))
+        )
+        .map_err(anyhow::Error::from)
+        .context("the component's exports cannot be found")
     }
 
     /// Names of what a component imports and exports, for `inspect`.

@@ -9,6 +9,12 @@
 //! Faults are counted ([`super::health`]), and a plugin (or one of its paths)
 //! that keeps faulting is quarantined. Every call is a `plugin.call` span and
 //! is counted in the metrics ([`super::meter`]).
+//!
+//! A plugin with file grants that exports `locate` is asked where a
+//! resource's file is before it is asked to read it ([`super::locate`]).
+//! `locate` runs in a lane of its own: instances whose file operations go to
+//! tokio's blocking pool, so the call runs on the caller's thread, never
+//! waiting for a thread of its own; the host then reads the file itself.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,13 +22,14 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
-use wasmtime::component::{Component, ResourceTableError};
+use wasmtime::component::{Component, ComponentExportIndex, ResourceTableError};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
-use super::bindings::{Guest, PluginInfo, PluginPre};
+use super::bindings::{PluginIndices, PluginInfo, PluginPre};
 use super::handles::HandleBudget;
 use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
-use super::instance::{Idle, Instance, drop_every_idle_instance};
+use super::instance::{Exports, Idle, Instance, drop_every_idle_instance};
+use super::locate;
 use super::meter::{Ended, FaultKind, Meter};
 use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
@@ -44,6 +51,10 @@ struct Shared {
     /// long as one of them is loaded.
     _component: Arc<Component>,
     pre: PluginPre<Sandbox>,
+    indices: PluginIndices,
+    /// Its `locate` export and the idle instances made to run it, if it
+    /// exports one and has files to locate.
+    locating: Option<Locating>,
     policy: Policy,
     config: Vec<(String, String)>,
     call_slots: Arc<Semaphore>,
@@ -56,6 +67,23 @@ struct Shared {
     may_block: bool,
     /// Directories each instance is given open, outside its resource table.
     preopened: u32,
+}
+
+/// A locating plugin's `locate` export, and its idle instances.
+struct Locating {
+    export: ComponentExportIndex,
+    idle: Arc<Idle>,
+}
+
+/// Which instances a call runs on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// The plugin's own: file operations block the thread, which is one of
+    /// the call's own if the plugin has file grants.
+    Serving,
+    /// `locate`'s: file operations go to tokio's blocking pool, and the call
+    /// runs on the caller's thread.
+    Locating,
 }
 
 type CallResult<T> = wasmtime::Result<Result<T, super::bindings::resmux::provider::types::Error>>;
@@ -106,23 +134,36 @@ impl WasmPlugin {
         policy: Policy,
         config: Vec<(String, String)>,
         handles: HandleBudget,
-    ) -> Self {
+    ) -> wasmtime::Result<Self> {
         let call_slots = Arc::new(Semaphore::new(policy.limits.concurrent_calls as usize));
         let may_block = policy.may_block();
         let preopened = policy.descriptors_per_instance();
         let health = Arc::new(Health::default());
         let meter = Meter::new(&name, &health);
-        let idle = Idle::new(
-            policy.limits.concurrent_calls as usize,
-            preopened,
-            may_block,
-            meter.idle(),
-        );
-        Self {
+        let new_idle = || {
+            Idle::new(
+                policy.limits.concurrent_calls as usize,
+                preopened,
+                may_block,
+                meter.idle(),
+            )
+        };
+        let idle = new_idle();
+        // Only a plugin with files can locate one.
+        let locating = locate::export_of(&component)
+            .filter(|_| may_block)
+            .map(|export| Locating {
+                export,
+                idle: new_idle(),
+            });
+        let indices = PluginIndices::new(pre.instance_pre())?;
+        Ok(Self {
             shared: Arc::new(Shared {
                 name,
                 _component: component,
                 pre,
+                indices,
+                locating,
                 policy,
                 config,
                 call_slots,
@@ -133,7 +174,7 @@ impl WasmPlugin {
                 may_block,
                 preopened,
             }),
-        }
+        })
     }
 
     pub fn policy(&self) -> &Policy {
@@ -142,17 +183,53 @@ impl WasmPlugin {
 
     /// What the plugin says about itself.
     pub async fn about(&self) -> Result<PluginInfo, ProviderError> {
-        self.run("about", On::Bare, None, async |store, guest| {
-            guest.call_about(store).await.map(Ok)
+        self.run("about", On::Bare, None, async |store, exports| {
+            exports.provider().call_about(store).await.map(Ok)
         })
         .await
     }
 
     /// Starts a fresh instance and runs `init`, to prove the plugin can
-    /// serve.
+    /// serve; a locating plugin also starts an instance of its `locate`
+    /// lane, which proves its `locate` export has the contract's type.
     pub async fn start(&self) -> Result<(), ProviderError> {
         self.run("init", On::Started, None, async |_, _| Ok(Ok(())))
-            .await
+            .await?;
+        if self.shared.locating.is_some() {
+            self.run_in(Lane::Locating, "init", On::Started, None, async |_, _| {
+                Ok(Ok(()))
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The answer of the file the plugin locates for `path`, read by the
+    /// host; none if the plugin does not locate it, or the host cannot read
+    /// it for the plugin.
+    async fn read_located(&self, path: &str) -> Result<Option<ReadResult>, ProviderError> {
+        if self.shared.locating.is_none() {
+            return Ok(None);
+        }
+        let owned = path.to_owned();
+        let located = self
+            .run_in(
+                Lane::Locating,
+                "locate",
+                On::Any,
+                Some(path),
+                async move |store, exports| {
+                    let locate = exports
+                        .locate()
+                        .expect("instances of the locate lane have locate");
+                    locate
+                        .call_async(store, (owned,))
+                        .await
+                        .map(|(answer,)| answer)
+                },
+            )
+            .await?;
+        Ok(located.and_then(|located| locate::read(&self.shared.policy, path, located)))
     }
 
     /// Runs one call on the instance `on` asks for:
@@ -171,7 +248,23 @@ impl WasmPlugin {
     ) -> Result<T, ProviderError>
     where
         T: Send + 'static,
-        F: AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T> + Send + 'static,
+        F: AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
+    {
+        self.run_in(Lane::Serving, operation, on, path, call).await
+    }
+
+    /// [`Self::run`], on the instances of `lane`.
+    async fn run_in<T, F>(
+        &self,
+        lane: Lane,
+        operation: &'static str,
+        on: On,
+        path: Option<&str>,
+        call: F,
+    ) -> Result<T, ProviderError>
+    where
+        T: Send + 'static,
+        F: AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
     {
         let shared = &self.shared;
         let span = tracing::debug_span!(
@@ -184,7 +277,7 @@ impl WasmPlugin {
         );
         let started = Instant::now();
         let outcome = shared
-            .run(operation, on, path, call)
+            .run(lane, operation, on, path, call)
             .instrument(span.clone())
             .await;
         let ended = match &outcome {
@@ -229,6 +322,7 @@ impl Shared {
     /// The call itself, for [`WasmPlugin::run`].
     async fn run<T, F>(
         self: &Arc<Self>,
+        lane: Lane,
         operation: &'static str,
         on: On,
         path: Option<&str>,
@@ -236,7 +330,7 @@ impl Shared {
     ) -> Result<T, Failed>
     where
         T: Send + 'static,
-        F: AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T> + Send + 'static,
+        F: AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
     {
         let records = std::iter::once(None).chain(path.map(Some));
         let quarantined = records.into_iter().find_map(|record| {
@@ -255,7 +349,8 @@ impl Shared {
         }
         let timeout = self.policy.limits.timeout();
         let started = Instant::now();
-        let (slot, reused, handles) = match tokio::time::timeout(timeout, self.hold(on)).await {
+        let (slot, reused, handles) = match tokio::time::timeout(timeout, self.hold(lane, on)).await
+        {
             Ok(held) => held.map_err(Failed::Busy)?,
             Err(_) => {
                 return Err(Failed::Busy(ProviderError::Unavailable(format!(
@@ -267,7 +362,7 @@ impl Shared {
             }
         };
         let left = timeout.saturating_sub(started.elapsed());
-        if self.may_block {
+        if self.may_block && lane == Lane::Serving {
             let runner = self.clone();
             let runtime = tokio::runtime::Handle::current();
             let span = tracing::Span::current();
@@ -276,7 +371,7 @@ impl Shared {
                 // the caller gave up on it, and an instance is kept or
                 // dropped here: dropping one may block too.
                 let _slot = slot;
-                let call = runner.call(reused, handles, operation, on, call);
+                let call = runner.call(lane, reused, handles, operation, on, call);
                 runtime.block_on(tokio::time::timeout(left, call).instrument(span))
             });
             match tokio::time::timeout(left + THREAD_GRACE, thread).await {
@@ -295,7 +390,7 @@ impl Shared {
             // Boxed: the call's future (a store, an instance, wasmtime's own
             // futures) is large, and tokio would copy it with every request
             // task it is part of.
-            let call = Box::pin(self.call(reused, handles, operation, on, call));
+            let call = Box::pin(self.call(lane, reused, handles, operation, on, call));
             tokio::time::timeout(left, call)
                 .await
                 .unwrap_or_else(|_| Err(self.timed_out(operation)))
@@ -305,7 +400,7 @@ impl Shared {
     /// Takes a call slot, an idle instance if the call may run on one and
     /// one is kept, and the rest of the instance's share of the descriptor
     /// budget.
-    async fn hold(&self, on: On) -> Result<Held, ProviderError> {
+    async fn hold(&self, lane: Lane, on: On) -> Result<Held, ProviderError> {
         let slot = self
             .call_slots
             .clone()
@@ -313,7 +408,7 @@ impl Shared {
             .await
             .expect("the call semaphore is never closed");
         let reused = match on {
-            On::Any => self.idle.take(),
+            On::Any => self.idle(lane).take(),
             On::Bare | On::Started => None,
         };
         let max_handles = self.policy.limits.max_handles;
@@ -353,10 +448,18 @@ impl Shared {
         ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
     }
 
-    fn new_store(&self) -> Result<Store<Sandbox>, ProviderError> {
+    /// The idle instances of `lane`.
+    fn idle(&self, lane: Lane) -> &Arc<Idle> {
+        match (lane, &self.locating) {
+            (Lane::Locating, Some(locating)) => &locating.idle,
+            _ => &self.idle,
+        }
+    }
+
+    fn new_store(&self, lane: Lane) -> Result<Store<Sandbox>, ProviderError> {
         let sandbox = self
             .policy
-            .sandbox(&self.name)
+            .sandbox(&self.name, lane == Lane::Serving)
             .map_err(|error| self.unprepared(error))?;
         let mut store = Store::new(self.pre.engine(), sandbox);
         store.limiter(|sandbox| sandbox.limiter());
@@ -379,11 +482,12 @@ impl Shared {
     /// so a time limit cannot cut in between the answer and the keeping.
     async fn call<T>(
         &self,
+        lane: Lane,
         reused: Option<Instance>,
         handles: OwnedSemaphorePermit,
         operation: &'static str,
         on: On,
-        call: impl AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T>,
+        call: impl AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
     ) -> Result<T, Failed> {
         let mut instance = match reused {
             Some(mut instance) => {
@@ -393,23 +497,24 @@ impl Shared {
                 instance.begin_call(handles);
                 instance
             }
-            None => self.instantiate(operation, handles).await?,
+            None => self.instantiate(lane, operation, handles).await?,
         };
         let outcome = self.call_on(&mut instance, operation, on, call).await;
         if answered(&outcome) {
-            self.idle.keep(instance, &self.handles);
+            self.idle(lane).keep(instance, &self.handles);
         }
         outcome
     }
 
-    /// A fresh instance from the pool, in a new store.
+    /// A fresh instance of `lane` from the pool, in a new store.
     async fn instantiate(
         &self,
+        lane: Lane,
         operation: &'static str,
         handles: OwnedSemaphorePermit,
     ) -> Result<Instance, Failed> {
-        let mut metered = self.meter.store(self.new_store()?);
-        let mut instantiated = self.pre.instantiate_async(&mut metered.store).await;
+        let mut metered = self.meter.store(self.new_store(lane)?);
+        let mut instantiated = self.exports(lane, &mut metered.store).await;
         if instantiated
             .as_ref()
             .is_err_and(|error| error.is::<PoolConcurrencyLimitError>())
@@ -417,8 +522,8 @@ impl Shared {
             // Idle instances may hold the slots: give them back and try once
             // more, in a store that holds no half-made instance.
             drop_every_idle_instance();
-            metered = self.meter.store(self.new_store()?);
-            instantiated = self.pre.instantiate_async(&mut metered.store).await;
+            metered = self.meter.store(self.new_store(lane)?);
+            instantiated = self.exports(lane, &mut metered.store).await;
         }
         match instantiated {
             Ok(exports) => Ok(Instance::new(metered, exports, handles)),
@@ -432,6 +537,23 @@ impl Shared {
         }
     }
 
+    /// Instantiates the component in `store`, with `locate` in its lane.
+    async fn exports(&self, lane: Lane, store: &mut Store<Sandbox>) -> wasmtime::Result<Exports> {
+        let instance = self
+            .pre
+            .instance_pre()
+            .instantiate_async(&mut *store)
+            .await?;
+        let plugin = self.indices.load(&mut *store, &instance)?;
+        let locate = match (lane, &self.locating) {
+            (Lane::Locating, Some(locating)) => {
+                Some(instance.get_typed_func(&mut *store, locating.export)?)
+            }
+            _ => None,
+        };
+        Ok(Exports::new(plugin, locate))
+    }
+
     /// `init` unless the call is bare or the instance has run it, then the
     /// call.
     async fn call_on<T>(
@@ -439,11 +561,15 @@ impl Shared {
         instance: &mut Instance,
         operation: &'static str,
         on: On,
-        call: impl AsyncFnOnce(&mut Store<Sandbox>, &Guest) -> CallResult<T>,
+        call: impl AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
     ) -> Result<T, Failed> {
         if on != On::Bare && !instance.initialised {
-            let (store, guest) = instance.parts();
-            match guest.call_init(&mut *store, &self.config).await {
+            let (store, exports) = instance.parts();
+            match exports
+                .provider()
+                .call_init(&mut *store, &self.config)
+                .await
+            {
                 Err(error) => return Err(self.fault("init", store, error)),
                 Ok(Err(error)) => {
                     return Err(Failed::Answered(ProviderError::Unavailable(format!(
@@ -455,8 +581,8 @@ impl Shared {
                 Ok(Ok(())) => instance.initialised = true,
             }
         }
-        let (store, guest) = instance.parts();
-        match call(&mut *store, guest).await {
+        let (store, exports) = instance.parts();
+        match call(&mut *store, exports).await {
             Ok(answer) => answer.map_err(|error| Failed::Answered(error.into())),
             Err(error) => Err(self.fault(operation, store, error)),
         }
@@ -527,8 +653,8 @@ impl Shared {
 #[async_trait]
 impl Provider for WasmPlugin {
     async fn list(&self, cursor: Option<String>) -> Result<Page<ResourceEntry>, ProviderError> {
-        self.run("list", On::Any, None, async move |store, guest| {
-            guest.call_list(store, cursor.as_deref()).await
+        self.run("list", On::Any, None, async move |store, exports| {
+            exports.provider().call_list(store, cursor.as_deref()).await
         })
         .await
         .map(Into::into)
@@ -538,21 +664,28 @@ impl Provider for WasmPlugin {
         &self,
         cursor: Option<String>,
     ) -> Result<Page<TemplateEntry>, ProviderError> {
-        self.run("templates", On::Any, None, async move |store, guest| {
-            guest.call_templates(store, cursor.as_deref()).await
+        self.run("templates", On::Any, None, async move |store, exports| {
+            exports
+                .provider()
+                .call_templates(store, cursor.as_deref())
+                .await
         })
         .await
         .map(Into::into)
     }
 
     async fn read(&self, path: &str) -> Result<ReadResult, ProviderError> {
-        let owned = path.to_owned();
-        let read: ReadResult = self
-            .run("read", On::Any, Some(path), async move |store, guest| {
-                guest.call_read(store, &owned).await
-            })
-            .await?
-            .into();
+        let read = match self.read_located(path).await? {
+            Some(read) => read,
+            None => {
+                let owned = path.to_owned();
+                self.run("read", On::Any, Some(path), async move |store, exports| {
+                    exports.provider().call_read(store, &owned).await
+                })
+                .await?
+                .into()
+            }
+        };
         let bytes = read
             .contents
             .iter()
@@ -568,15 +701,18 @@ impl Provider for WasmPlugin {
             "complete",
             On::Any,
             Some(&key),
-            async move |store, guest| guest.call_complete(store, &request).await,
+            async move |store, exports| exports.provider().call_complete(store, &request).await,
         )
         .await
         .map(Into::into)
     }
 
     async fn changes(&self, since: Option<String>) -> Result<ChangeReport, ProviderError> {
-        self.run("changes", On::Any, None, async move |store, guest| {
-            guest.call_changes(store, since.as_deref()).await
+        self.run("changes", On::Any, None, async move |store, exports| {
+            exports
+                .provider()
+                .call_changes(store, since.as_deref())
+                .await
         })
         .await
         .map(Into::into)

@@ -1,6 +1,6 @@
 //! Percent-encoding of file names into URI paths, and back.
 
-use crate::resmux::provider::types::Error;
+use resmux_sdk::Error;
 
 /// Encodes a relative file path for a URI: `/` separates segments, unreserved
 /// characters stay, every other byte becomes `%XX`.

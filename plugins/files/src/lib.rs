@@ -9,95 +9,65 @@
 //! Manifest: grant a directory under `[[files]]` and, if its guest path is not
 //! `/data`, name it with `root` under `[config]`. `page_size` sets the size of
 //! the plugin's listing pages.
-
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "resmux:provider/plugin",
-});
+//!
+//! Reads of files go through `locate`: the plugin names the granted file and
+//! resmux reads it, so the bytes never cross into the plugin. Directories,
+//! and anything resmux cannot read for the plugin, go through `read`.
 
 mod encoding;
 mod mime;
 mod tree;
 
-use std::sync::OnceLock;
-
-use exports::resmux::provider::provider::Guest;
-use resmux::provider::types::{
-    Body, ChangeReport, Completion, CompletionRequest, Content, Error, PluginInfo, ReadResult,
-    Resource, ResourcePage, Template, TemplatePage,
+use resmux_sdk::{
+    Annotations, Body, ChangeReport, Completion, CompletionRequest, Config, Content, Error,
+    Located, Plugin, PluginInfo, ReadResult, Resource, ResourcePage, Template, TemplatePage,
 };
-
-/// The settings `init` reads from the manifest's `[config]`.
-struct Settings {
-    root: String,
-    page_size: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            root: "/data".into(),
-            page_size: 100,
-        }
-    }
-}
-
-static SETTINGS: OnceLock<Settings> = OnceLock::new();
-
-/// The root as WASI opened it, by `init`.
-static ROOT: OnceLock<tree::Root> = OnceLock::new();
-
-fn root() -> Result<&'static tree::Root, Error> {
-    ROOT.get()
-        .ok_or_else(|| Error::Internal("called before init".into()))
-}
-
-fn settings() -> &'static Settings {
-    SETTINGS.get_or_init(Settings::default)
-}
 
 /// The most completion values worth computing; the host sends at most 100.
 const MAX_COMPLETIONS: usize = 100;
 
-struct Files;
+/// The plugin, as `init` made it from the manifest's `[config]`.
+struct Files {
+    /// The granted directory's guest path.
+    root: String,
+    /// The root as WASI opened it.
+    tree: tree::Root,
+    page_size: usize,
+}
 
-impl Guest for Files {
+impl Plugin for Files {
     fn about() -> PluginInfo {
-        PluginInfo {
-            name: "files".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            description: "Files of a directory the operator grants, read-only".into(),
-        }
+        PluginInfo::new(
+            "files",
+            env!("CARGO_PKG_VERSION"),
+            "Files of a directory the operator grants, read-only",
+        )
     }
 
-    fn init(config: Vec<(String, String)>) -> Result<(), Error> {
-        let mut settings = Settings::default();
-        for (key, value) in config {
-            match key.as_str() {
-                "root" => settings.root = value,
-                "page_size" => {
-                    settings.page_size = value.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
-                        Error::InvalidInput(format!("page_size {value:?} is not a positive number"))
-                    })?
-                }
-                _ => return Err(Error::InvalidInput(format!("unknown config key {key:?}"))),
-            }
-        }
-        std::fs::metadata(&settings.root).map_err(|error| {
+    fn init(mut config: Config) -> Result<Self, Error> {
+        let root = config.text("root").unwrap_or_else(|| "/data".into());
+        let page_size = match config.text("page_size") {
+            None => 100,
+            Some(value) => value.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                Error::InvalidInput(format!("page_size {value:?} is not a positive number"))
+            })?,
+        };
+        config.finish()?;
+        std::fs::metadata(&root).map_err(|error| {
             Error::Unavailable(format!(
-                "root {:?} cannot be read ({error}); grant it under [[files]]",
-                settings.root
+                "root {root:?} cannot be read ({error}); grant it under [[files]]"
             ))
         })?;
-        let _ = ROOT.set(tree::Root::open(&settings.root)?);
-        let _ = SETTINGS.set(settings);
-        Ok(())
+        Ok(Files {
+            tree: tree::Root::open(&root)?,
+            root,
+            page_size,
+        })
     }
 
-    fn list(cursor: Option<String>) -> Result<ResourcePage, Error> {
-        let settings = settings();
+    fn list(&self, cursor: Option<String>) -> Result<ResourcePage, Error> {
         // The cursor is the last path sent: stable even if files come and go.
-        let (files, more) = tree::page(root()?, cursor.as_deref(), settings.page_size)?;
+        let (files, more) = tree::page(&self.tree, cursor.as_deref(), self.page_size)?;
         Ok(ResourcePage {
             next_cursor: files.last().filter(|_| more).map(|file| file.path.clone()),
             resources: files.iter().map(resource).collect(),
@@ -105,7 +75,7 @@ impl Guest for Files {
         })
     }
 
-    fn templates(cursor: Option<String>) -> Result<TemplatePage, Error> {
+    fn templates(&self, cursor: Option<String>) -> Result<TemplatePage, Error> {
         if let Some(cursor) = cursor {
             return Err(Error::InvalidInput(format!("unknown cursor {cursor:?}")));
         }
@@ -127,12 +97,12 @@ impl Guest for Files {
         })
     }
 
-    fn read(path: String) -> Result<ReadResult, Error> {
+    fn read(&self, path: String) -> Result<ReadResult, Error> {
         let decoded = encoding::decode(&path)?;
         // `dir/` names `dir`, and `a.txt/` names `a.txt`.
         let relative = decoded.trim_end_matches('/');
-        let host_path = tree::resolve(&settings().root, relative)?;
-        let contents = match tree::read(root()?, relative)? {
+        let host_path = tree::resolve(&self.root, relative)?;
+        let contents = match tree::read(&self.tree, relative)? {
             tree::Found::Directory => tree::entries(&host_path, relative)?
                 .into_iter()
                 .map(|entry| Content {
@@ -169,7 +139,7 @@ impl Guest for Files {
         })
     }
 
-    fn complete(request: CompletionRequest) -> Result<Completion, Error> {
+    fn complete(&self, request: CompletionRequest) -> Result<Completion, Error> {
         if request.path_template != "{+path}" || request.argument != "path" {
             return Err(Error::InvalidInput(format!(
                 "template {:?} has no argument {:?} to complete",
@@ -178,7 +148,7 @@ impl Guest for Files {
         }
         let typed = encoding::decode(&request.value)?;
         let (directory, prefix) = typed.rsplit_once('/').unwrap_or(("", &typed));
-        let host_path = tree::resolve(&settings().root, directory)?;
+        let host_path = tree::resolve(&self.root, directory)?;
         let mut values: Vec<String> = tree::entries(&host_path, directory)?
             .into_iter()
             .filter(|entry| entry.name.starts_with(prefix))
@@ -196,8 +166,24 @@ impl Guest for Files {
         })
     }
 
-    fn changes(since: Option<String>) -> Result<ChangeReport, Error> {
-        tree::changes(&settings().root, since.as_deref())
+    fn changes(&self, since: Option<String>) -> Result<ChangeReport, Error> {
+        tree::changes(&self.root, since.as_deref())
+    }
+
+    fn locate(&self, path: String) -> Result<Option<Located>, Error> {
+        let decoded = encoding::decode(&path)?;
+        let relative = decoded.trim_end_matches('/');
+        if relative.is_empty() {
+            // The root, a directory: `read` lists it.
+            return Ok(None);
+        }
+        let mime_type = mime::by_name(relative);
+        Ok(Some(Located {
+            file: tree::resolve(&self.root, relative)?,
+            mime_type: mime_type.map(Into::into),
+            text: mime_type.is_some_and(mime::is_text),
+            cache: None,
+        }))
     }
 }
 
@@ -210,17 +196,14 @@ fn resource(file: &tree::File) -> Resource {
         description: None,
         mime_type: mime::by_name(&file.relative).map(Into::into),
         size: Some(file.size),
-        annotations: file
-            .modified
-            .clone()
-            .map(|stamp| resmux::provider::types::Annotations {
-                audience: Vec::new(),
-                priority: None,
-                last_modified: Some(stamp),
-            }),
+        annotations: file.modified.clone().map(|stamp| Annotations {
+            audience: Vec::new(),
+            priority: None,
+            last_modified: Some(stamp),
+        }),
         icons: Vec::new(),
         meta: None,
     }
 }
 
-export!(Files);
+resmux_sdk::export!(Files);

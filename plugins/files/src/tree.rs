@@ -13,7 +13,7 @@ use wasi::filesystem::types::{
 };
 
 use crate::encoding::encode;
-use crate::resmux::provider::types::{ChangeReport, Error};
+use resmux_sdk::{ChangeReport, Error};
 
 /// A regular file below the root.
 pub struct File {

@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, OpenOptionsExt};
+use rustix::fs::OFlags;
 use serde::Deserialize;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
@@ -94,6 +95,12 @@ impl Grant for FileGrants {
 
     fn may_block(&self) -> bool {
         !self.0.is_empty()
+    }
+
+    fn open_located(&self, guest_path: &str) -> Option<std::fs::File> {
+        self.0
+            .iter()
+            .find_map(|grant| grant.open_located(guest_path))
     }
 
     fn watched_paths(&self) -> Vec<PathBuf> {
@@ -231,6 +238,26 @@ impl FileGrant {
     /// nothing, as it is held open.
     fn renew(&self) -> Result<()> {
         self.current_dir().map(drop)
+    }
+
+    /// Opens `guest_path` below this grant's guest directory, through the
+    /// held directory exactly as the plugin would (never above it), and
+    /// without blocking: `O_NONBLOCK` keeps a FIFO's open from waiting for a
+    /// writer. Anything but a regular file is not opened for the host.
+    fn open_located(&self, guest_path: &str) -> Option<std::fs::File> {
+        let below = guest_path
+            .strip_prefix(self.preopen_path().trim_end_matches('/'))?
+            .strip_prefix('/')?;
+        if below.is_empty() {
+            return None;
+        }
+        let mut options = cap_std::fs::OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32);
+        let file = self.current_dir().ok()?.open_with(below, &options).ok()?;
+        let file = file.into_std();
+        file.metadata().ok()?.is_file().then_some(file)
     }
 
     /// Preopens the held directory, or the file's private directory, in a

@@ -7,15 +7,18 @@
 //! when configured so), hands out endless cursors, sleeps, hoards memory and
 //! open files, returns
 //! endless error text, recurses without end, panics, and poisons its own
-//! instance before it traps. The host must pass on only what is valid, keep
-//! what it prints out of the protocol stream, let it reach only what it was
-//! granted, and never call an instance again after it trapped.
+//! instance before it traps. It locates resources in files it was not
+//! granted, behind symlinks, in FIFOs and in files too large for it. The
+//! host must pass on only what is valid, keep what it prints out of the
+//! protocol stream, let it reach only what it was granted, and never call an
+//! instance again after it trapped.
 
 wit_bindgen::generate!({
     path: "../../../wit",
-    world: "resmux:provider/plugin",
+    world: "resmux:provider/locating-plugin",
 });
 
+use exports::resmux::provider::locate::{Guest as Locate, Located};
 use exports::resmux::provider::provider::Guest;
 use resmux::provider::types::{
     Body, CacheHint, CacheScope, ChangeReport, Completion, CompletionRequest, Content, Error,
@@ -40,6 +43,25 @@ static READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0
 static KEPT_OPEN: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 /// Set by `liar://poison` just before it traps; `liar://count` tells it.
 static POISONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Locate for Liar {
+    /// `liar://located/FILE` is located at the guest path `/FILE` as written
+    /// (`~` stands for `..`, which a URI would resolve away), whatever it
+    /// is; `liar://locate-spin` spins in `locate`; the rest goes to `read`.
+    fn locate(path: String) -> Result<Option<Located>, Error> {
+        if path == "locate-spin" {
+            loop {
+                std::hint::black_box(());
+            }
+        }
+        Ok(path.strip_prefix("located/").map(|file| Located {
+            file: format!("/{}", file.replace('~', "..")),
+            mime_type: Some("text/plain".into()),
+            text: true,
+            cache: None,
+        }))
+    }
+}
 
 impl Guest for Liar {
     fn about() -> PluginInfo {
@@ -152,6 +174,14 @@ impl Guest for Liar {
             body: Body::Text("a lie".into()),
             meta: None,
         };
+        if let Some(file) = path.strip_prefix("located/") {
+            let mut answer = content(&path, "text/plain");
+            answer.body = Body::Text(format!("read by the plugin, not the host: {file}"));
+            return Ok(ReadResult {
+                contents: vec![answer],
+                cache: None,
+            });
+        }
         if let Some(outcome) = probe(&path) {
             let mut answer = content(&path, "text/plain");
             answer.body = Body::Text(outcome);

@@ -1,0 +1,152 @@
+//! Reads the host serves from a file the plugin located (`locate` in
+//! `wit/provider.wit`): the export's type, finding it in a component, and
+//! reading the located file through the plugin's own grants into the answer
+//! its `read` would have given, so the bytes never pass through the plugin.
+//!
+//! Whenever the host cannot read the file for the plugin (outside every
+//! grant, missing, not a regular file, larger than the plugin's memory
+//! limit, or failing to read), the plugin's `read` answers instead: it stays
+//! the one place that answers errors and directories.
+
+use std::fs::File;
+
+use rustix::buffer::spare_capacity;
+use wasmtime::component::{Component, ComponentExportIndex, ComponentType, Lift, TypedFunc};
+
+use super::bindings::resmux::provider::types as wit;
+use crate::contract::{Body, Content, ReadResult};
+use crate::policy::Policy;
+
+/// The interface a locating plugin exports beside the contract.
+const INTERFACE: &str = "resmux:provider/locate@0.1.0";
+
+/// Where the bytes of one resource are, as the plugin says.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+pub struct Located {
+    file: String,
+    #[component(name = "mime-type")]
+    mime_type: Option<String>,
+    text: bool,
+    cache: Option<wit::CacheHint>,
+}
+
+/// The `locate` function of one instance.
+pub type LocateFunc = TypedFunc<(String,), (Result<Option<Located>, wit::Error>,)>;
+
+/// The `locate` function `component` exports, if it exports one.
+pub fn export_of(component: &Component) -> Option<ComponentExportIndex> {
+    let interface = component.get_export_index(None, INTERFACE)?;
+    component.get_export_index(Some(&interface), "locate")
+}
+
+/// The answer for `path`, read from the file `located` names through the
+/// grants of `policy`, or none if the plugin's `read` must answer.
+pub fn read(policy: &Policy, path: &str, located: Located) -> Option<ReadResult> {
+    let file = policy.open_located(&located.file)?;
+    let most = usize::try_from(policy.limits.memory_mib.saturating_mul(1 << 20)).ok()?;
+    let bytes = read_at_most(&file, most)?;
+    let (mime_type, body) = answer(located.mime_type, located.text, bytes);
+    Some(ReadResult {
+        contents: vec![Content {
+            path: path.to_owned(),
+            mime_type: Some(mime_type),
+            body,
+            meta: None,
+        }],
+        cache: located.cache.map(Into::into),
+    })
+}
+
+/// The bytes of `file` if it holds at most `most`: read into a buffer of
+/// the size it has now, with as few reads as that allows, and never past
+/// `most` even if it grows meanwhile (a plugin with a read-write grant may
+/// be appending to it).
+fn read_at_most(file: &File, most: usize) -> Option<Vec<u8>> {
+    let size = usize::try_from(file.metadata().ok()?.len()).ok()?;
+    if size > most {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    // One byte more, to see the end without growing the buffer.
+    bytes.try_reserve_exact(size + 1).ok()?;
+    loop {
+        if bytes.len() == bytes.capacity() {
+            let more = GROWTH.min(most + 1 - bytes.len());
+            if more == 0 {
+                return None;
+            }
+            bytes.try_reserve_exact(more).ok()?;
+        }
+        let offset = bytes.len() as u64;
+        match rustix::io::pread(file, spare_capacity(&mut bytes), offset) {
+            Ok(0) => return Some(bytes),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// How much more room a located file that grew while it was read gets at a
+/// time.
+const GROWTH: usize = 64 * 1024;
+
+/// The MIME type and body of a located file's `bytes`: as the plugin said,
+/// or told from the bytes when it named no type.
+fn answer(mime_type: Option<String>, text: bool, bytes: Vec<u8>) -> (String, Body) {
+    match mime_type {
+        Some(mime_type) if text => (mime_type, text_or_blob(bytes)),
+        Some(mime_type) => (mime_type, Body::Blob(bytes)),
+        None if bytes.contains(&0) => ("application/octet-stream".into(), Body::Blob(bytes)),
+        None => match text_or_blob(bytes) {
+            text @ Body::Text(_) => ("text/plain".into(), text),
+            blob => ("application/octet-stream".into(), blob),
+        },
+    }
+}
+
+/// Text if `bytes` are UTF-8, else a blob.
+fn text_or_blob(bytes: Vec<u8>) -> Body {
+    match String::from_utf8(bytes) {
+        Ok(text) => Body::Text(text),
+        Err(error) => Body::Blob(error.into_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_located_file_is_read_whole_only_within_the_bound() {
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, &[7; 100_000]).unwrap();
+        assert_eq!(read_at_most(&file, 100_000), Some(vec![7; 100_000]));
+        assert_eq!(read_at_most(&file, 99_999), None);
+        let empty = tempfile::tempfile().unwrap();
+        assert_eq!(read_at_most(&empty, 0), Some(Vec::new()));
+    }
+
+    #[test]
+    fn a_located_file_without_a_type_is_told_from_its_bytes() {
+        let text = answer(None, false, b"plain words".to_vec());
+        assert_eq!(text.0, "text/plain");
+        assert_eq!(text.1, Body::Text("plain words".into()));
+        let nul = answer(None, true, b"a\0b".to_vec());
+        assert_eq!(nul.0, "application/octet-stream");
+        assert_eq!(nul.1, Body::Blob(b"a\0b".to_vec()));
+        let latin1 = answer(None, true, vec![0xe9]);
+        assert_eq!(latin1.0, "application/octet-stream");
+    }
+
+    #[test]
+    fn a_located_file_with_a_type_is_text_only_if_asked_and_utf8() {
+        let asked = answer(Some("text/markdown".into()), true, b"# hi".to_vec());
+        assert_eq!(asked.1, Body::Text("# hi".into()));
+        let not_utf8 = answer(Some("text/markdown".into()), true, vec![0xff]);
+        assert_eq!(not_utf8.1, Body::Blob(vec![0xff]));
+        let blob = answer(Some("image/png".into()), false, b"PNG".to_vec());
+        assert_eq!(blob, ("image/png".into(), Body::Blob(b"PNG".to_vec())));
+    }
+}
