@@ -5,14 +5,15 @@
 //!   interruption compiled into the code and charged to a CPU budget, the
 //!   memory and table limiter, the handle cap and the host's descriptor
 //!   budget, the wall-clock timeout, the call slots, fault accounting, output
-//!   capture, and, since the plugin has a file grant, the thread of its own
-//!   each call runs on);
+//!   capture), as a client's read goes: the plugin locates the file, and
+//!   resmux reads it through the grant (`runtime/locate.rs`);
 //! - `bare`: through plain wasmtime with the same WASI grant and a fresh
 //!   instance per call too, but an engine without epoch interruption and a
 //!   store without limits or deadlines.
 //!
-//! The ratio `limited / bare` is the price of the limits. Needs `scripts/build`
-//! first (it reads `target/plugins/files.wasm`).
+//! The ratio `limited / bare` is the price of the limits, less what reading
+//! located files saves. Needs `scripts/build` first (it reads
+//! `target/plugins/files.wasm`).
 
 use std::path::Path;
 

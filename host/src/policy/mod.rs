@@ -77,7 +77,7 @@ pub trait Grant: Send + Sync {
     /// Opens `guest_path` (as the plugin sees it) for reading if this grant
     /// reaches it and it is a regular file, without waiting on a FIFO or
     /// device; the host then reads it on the plugin's behalf.
-    fn open_located(&self, _guest_path: &str) -> Option<std::fs::File> {
+    fn open_located(&self, _guest_path: &str) -> Option<LocatedFile> {
         None
     }
     /// Host paths whose changes may change the plugin's answers.
@@ -91,6 +91,13 @@ pub trait Grant: Send + Sync {
     fn import_status(&self, _interface: &str) -> Option<String> {
         None
     }
+}
+
+/// A regular file a grant opened for the host to read on a plugin's
+/// behalf, and its size when it was opened.
+pub struct LocatedFile {
+    pub file: std::fs::File,
+    pub size: u64,
 }
 
 /// Everything one plugin may do, resolved against the manifest's folder.
@@ -156,7 +163,7 @@ impl Policy {
 
     /// Opens `guest_path`, a file the plugin located, for the host to read
     /// on its behalf: only inside a grant, and only a regular file.
-    pub fn open_located(&self, guest_path: &str) -> Option<std::fs::File> {
+    pub fn open_located(&self, guest_path: &str) -> Option<LocatedFile> {
         self.grants
             .iter()
             .find_map(|grant| grant.open_located(guest_path))

@@ -43,9 +43,9 @@ pub fn export_of(component: &Component) -> Option<ComponentExportIndex> {
 /// The answer for `path`, read from the file `located` names through the
 /// grants of `policy`, or none if the plugin's `read` must answer.
 pub fn read(policy: &Policy, path: &str, located: Located) -> Option<ReadResult> {
-    let file = policy.open_located(&located.file)?;
+    let opened = policy.open_located(&located.file)?;
     let most = usize::try_from(policy.limits.memory_mib.saturating_mul(1 << 20)).ok()?;
-    let bytes = read_at_most(&file, most)?;
+    let bytes = read_at_most(&opened.file, opened.size, most)?;
     let (mime_type, body) = answer(located.mime_type, located.text, bytes);
     Some(ReadResult {
         contents: vec![Content {
@@ -59,11 +59,11 @@ pub fn read(policy: &Policy, path: &str, located: Located) -> Option<ReadResult>
 }
 
 /// The bytes of `file` if it holds at most `most`: read into a buffer of
-/// the size it has now, with as few reads as that allows, and never past
-/// `most` even if it grows meanwhile (a plugin with a read-write grant may
-/// be appending to it).
-fn read_at_most(file: &File, most: usize) -> Option<Vec<u8>> {
-    let size = usize::try_from(file.metadata().ok()?.len()).ok()?;
+/// `size`, the size it had when opened, with as few reads as that allows,
+/// and never past `most` even if it grows meanwhile (a plugin with a
+/// read-write grant may be appending to it).
+fn read_at_most(file: &File, size: u64, most: usize) -> Option<Vec<u8>> {
+    let size = usize::try_from(size).ok()?;
     if size > most {
         return None;
     }
@@ -122,10 +122,17 @@ mod tests {
     fn a_located_file_is_read_whole_only_within_the_bound() {
         let mut file = tempfile::tempfile().unwrap();
         std::io::Write::write_all(&mut file, &[7; 100_000]).unwrap();
-        assert_eq!(read_at_most(&file, 100_000), Some(vec![7; 100_000]));
-        assert_eq!(read_at_most(&file, 99_999), None);
+        assert_eq!(
+            read_at_most(&file, 100_000, 100_000),
+            Some(vec![7; 100_000])
+        );
+        assert_eq!(read_at_most(&file, 100_000, 99_999), None);
+        // Grown since it was measured: still read whole within the bound,
+        // and refused past it.
+        assert_eq!(read_at_most(&file, 10, 100_000), Some(vec![7; 100_000]));
+        assert_eq!(read_at_most(&file, 10, 50_000), None);
         let empty = tempfile::tempfile().unwrap();
-        assert_eq!(read_at_most(&empty, 0), Some(Vec::new()));
+        assert_eq!(read_at_most(&empty, 0, 0), Some(Vec::new()));
     }
 
     #[test]

@@ -30,7 +30,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use single::SingleFile;
 
-use super::{Capability, Ceiling, Grant, SandboxBuilder};
+use super::{Capability, Ceiling, Grant, LocatedFile, SandboxBuilder};
 
 /// The `[[files]]` entries of a manifest.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -97,7 +97,7 @@ impl Grant for FileGrants {
         !self.0.is_empty()
     }
 
-    fn open_located(&self, guest_path: &str) -> Option<std::fs::File> {
+    fn open_located(&self, guest_path: &str) -> Option<LocatedFile> {
         self.0
             .iter()
             .find_map(|grant| grant.open_located(guest_path))
@@ -244,7 +244,7 @@ impl FileGrant {
     /// held directory exactly as the plugin would (never above it), and
     /// without blocking: `O_NONBLOCK` keeps a FIFO's open from waiting for a
     /// writer. Anything but a regular file is not opened for the host.
-    fn open_located(&self, guest_path: &str) -> Option<std::fs::File> {
+    fn open_located(&self, guest_path: &str) -> Option<LocatedFile> {
         let below = guest_path
             .strip_prefix(self.preopen_path().trim_end_matches('/'))?
             .strip_prefix('/')?;
@@ -257,7 +257,11 @@ impl FileGrant {
             .custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32);
         let file = self.current_dir().ok()?.open_with(below, &options).ok()?;
         let file = file.into_std();
-        file.metadata().ok()?.is_file().then_some(file)
+        let metadata = file.metadata().ok()?;
+        metadata.is_file().then(|| LocatedFile {
+            file,
+            size: metadata.len(),
+        })
     }
 
     /// Preopens the held directory, or the file's private directory, in a
