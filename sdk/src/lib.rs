@@ -103,8 +103,9 @@ pub trait Plugin: Sized + Send + Sync + 'static {
     /// answer with [`Plugin::read`]. resmux asks only plugins with file
     /// grants, and calls `read` as well when the file is not a regular file
     /// inside them (a directory, missing, elsewhere), so `read` still
-    /// answers errors and directories. Only compute the name here: file
-    /// operations in `locate` are slow on purpose.
+    /// answers errors and directories. Only compute the name here: each
+    /// file operation in `locate` is sent to a thread pool, which makes it
+    /// far slower than in the other calls.
     fn locate(&self, _path: String) -> Result<Option<Located>, Error> {
         Ok(None)
     }

@@ -1,10 +1,13 @@
 //! Reads the host serves from a file the plugin located (`locate`), tried as
 //! an attacker would: the liar locates files outside its grants, behind a
-//! symlink that leaves them, through `..`, in a FIFO nobody writes, in a
-//! directory, and in a file larger than its memory limit, and it spins in
-//! `locate`. The host reads only regular files inside the grant; for anything
-//! else the plugin's own `read` answers, under its own sandbox. Each case
-//! checks what came back, and the last that another plugin keeps answering.
+//! symlink that leaves them, through `..`, under a guest path that only
+//! starts like its grant's, in a FIFO nobody writes, in a directory, in a
+//! single granted file and in a file larger than its memory limit; it spins
+//! in `locate`, stalls there on a FIFO, and faults in `read` behind a
+//! `locate` that answers. The host reads only regular files inside the grant
+//! the plugin would reach them through; for anything else the plugin's own
+//! `read` answers, under its own sandbox. Each test checks what came back,
+//! the error that names the limit, and that another plugin keeps answering.
 
 use resmux_tests::{Folder, RawServer, error_message, mkfifo};
 
@@ -22,10 +25,17 @@ async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
         .plugin("notes", "notes")
         .manifest(
             "liar",
-            "[[files]]\nhost = \"data\"\nguest = \"/data\"\n[limits]\nmemory_mib = 8\ncpu_ms = 300\n",
+            "[[files]]\nhost = \"data\"\nguest = \"/data\"\n\
+             [[files]]\nhost = \"trusted\"\nguest = \"/data/deeper\"\n\
+             [[files]]\nhost = \"app.toml\"\nguest = \"/etc/app.toml\"\n\
+             [limits]\nmemory_mib = 8\ncpu_ms = 300\n",
         )
         .file("data/inside.txt", b"granted words")
         .file("data/sub/nested.txt", b"nested words")
+        .file("data/b/inside.txt", b"granted under b")
+        .file("data/deeper/shadow.txt", b"the wider grant's file")
+        .file("trusted/shadow.txt", b"the deeper grant's file")
+        .file("app.toml", b"port = 1")
         .file("secret.txt", b"outside the grant");
     let data = folder.path().join("data");
     std::os::unix::fs::symlink("../secret.txt", data.join("leave")).unwrap();
@@ -45,6 +55,13 @@ async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
         server.read_text("liar://located/data/stay").await,
         "nested words"
     );
+    // Of two grants above a path, the deeper one holds it, as WASI resolves.
+    assert_eq!(
+        server
+            .read_text("liar://located/data/deeper/shadow.txt")
+            .await,
+        "the deeper grant's file"
+    );
     for refused in [
         // a symlink out of the grant
         "data/leave",
@@ -53,6 +70,10 @@ async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
         "data/sub/~/~/secret.txt",
         // no grant at all
         "etc/passwd",
+        // a guest path that only starts like the grant's (`/data`)
+        "datab/inside.txt",
+        // a single granted file, left to the plugin
+        "etc/app.toml",
         // a FIFO nobody writes: opening it must not wait for a writer
         "data/pipe",
         // a directory
@@ -81,6 +102,75 @@ async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
     assert_eq!(
         server.read_text("notes://notes/welcome").await,
         "# Welcome\n\nThese notes are served by a WebAssembly plugin through resmux.\n"
+    );
+    assert_eq!(
+        server.read_text("liar://located/data/inside.txt").await,
+        "granted words"
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn locate_stalled_on_a_fifo_fails_at_its_timeout_and_is_asked_no_more() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .plugin("notes", "notes")
+        .manifest(
+            "liar",
+            "[[files]]\nhost = \"data\"\nguest = \"/data\"\n[limits]\ntimeout_ms = 1000\n",
+        )
+        .file("data/inside.txt", b"granted words");
+    let fifo = folder.path().join("data/pipe");
+    mkfifo(&fifo);
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    assert_eq!(
+        server.read_text("liar://located/data/inside.txt").await,
+        "granted words"
+    );
+    let stalled = server.read("liar://locate-open/data/pipe").await.unwrap();
+    assert!(
+        error_message(&stalled)
+            .ends_with("plugin liar exceeded its time limit of 1000 ms in locate"),
+        "{stalled}"
+    );
+    // Its file operations there may still be stuck on a blocking thread, so
+    // the plugin is asked no more where its files are: `read` answers.
+    assert_eq!(
+        server.read_text("liar://located/data/inside.txt").await,
+        read_by_the_plugin("data/inside.txt")
+    );
+    assert_eq!(
+        server.read_text("notes://notes/welcome").await,
+        "# Welcome\n\nThese notes are served by a WebAssembly plugin through resmux.\n"
+    );
+    // Opening the other end frees the stuck thread.
+    drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
+    let log = server.stop().await.unwrap();
+    assert!(
+        log.contains("locate ran out of time; the plugin's reads go through read alone until it is loaded again"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn a_path_whose_read_keeps_faulting_is_quarantined_behind_locate() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[[files]]\nhost = \"data\"\nguest = \"/data\"\n")
+        .file("data/inside.txt", b"granted words");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    // `locate` answers none for `panic`, and `read` traps: each time, the
+    // answer of `locate` must not count as the path's recovery.
+    for _ in 0..3 {
+        let trapped = server.read_error("liar://panic").await;
+        assert!(trapped.contains("plugin liar trapped in read"), "{trapped}");
+    }
+    let quarantined = server.read_error("liar://panic").await;
+    assert!(
+        quarantined.contains("path \"panic\" of plugin liar is quarantined"),
+        "{quarantined}"
     );
     assert_eq!(
         server.read_text("liar://located/data/inside.txt").await,

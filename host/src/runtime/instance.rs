@@ -63,6 +63,7 @@ pub struct Exports {
 }
 
 impl Exports {
+    /// The exports of an instance; `locate` only on one made to run it.
     pub fn new(plugin: Plugin, locate: Option<LocateFunc>) -> Self {
         Self { plugin, locate }
     }

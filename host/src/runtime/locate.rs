@@ -4,9 +4,11 @@
 //! its `read` would have given, so the bytes never pass through the plugin.
 //!
 //! Whenever the host cannot read the file for the plugin (outside every
-//! grant, missing, not a regular file, larger than the plugin's memory
-//! limit, or failing to read), the plugin's `read` answers instead: it stays
-//! the one place that answers errors and directories.
+//! grant, missing, not a regular file, on a filesystem that could hang,
+//! larger than the plugin's memory limit, or failing to read), the plugin's
+//! `read` answers instead: it stays the one place that answers errors and
+//! directories. The file is opened and read within the `locate` call, under
+//! its call slot and time limit ([`super::plugin`]).
 
 use std::fs::File;
 
@@ -44,8 +46,7 @@ pub fn export_of(component: &Component) -> Option<ComponentExportIndex> {
 /// grants of `policy`, or none if the plugin's `read` must answer.
 pub fn read(policy: &Policy, path: &str, located: Located) -> Option<ReadResult> {
     let opened = policy.open_located(&located.file)?;
-    let most = usize::try_from(policy.limits.memory_mib.saturating_mul(1 << 20)).ok()?;
-    let bytes = read_at_most(&opened.file, opened.size, most)?;
+    let bytes = read_at_most(&opened.file, opened.size, policy.limits.memory_bytes())?;
     let (mime_type, body) = answer(located.mime_type, located.text, bytes);
     Some(ReadResult {
         contents: vec![Content {
@@ -72,7 +73,9 @@ fn read_at_most(file: &File, size: u64, most: usize) -> Option<Vec<u8>> {
     bytes.try_reserve_exact(size + 1).ok()?;
     loop {
         if bytes.len() == bytes.capacity() {
-            let more = GROWTH.min(most + 1 - bytes.len());
+            // Doubling, so that a file growing without end costs as many
+            // copies as a vector growing does.
+            let more = bytes.len().max(MIN_GROWTH).min(most + 1 - bytes.len());
             if more == 0 {
                 return None;
             }
@@ -88,9 +91,8 @@ fn read_at_most(file: &File, size: u64, most: usize) -> Option<Vec<u8>> {
     }
 }
 
-/// How much more room a located file that grew while it was read gets at a
-/// time.
-const GROWTH: usize = 64 * 1024;
+/// The least more room a located file that grew while it was read gets.
+const MIN_GROWTH: usize = 64 * 1024;
 
 /// The MIME type and body of a located file's `bytes`: as the plugin said,
 /// or told from the bytes when it named no type.

@@ -17,6 +17,7 @@
 //! waiting for a thread of its own; the host then reads the file itself.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -73,6 +74,11 @@ struct Shared {
 struct Locating {
     export: ComponentExportIndex,
     idle: Arc<Idle>,
+    /// Set once a `locate` call ran out of time: a file operation there
+    /// may be stuck on one of tokio's blocking threads, which nothing can
+    /// free, so the plugin's reads go to `read` alone from then on and at
+    /// most its `concurrent_calls` such threads are ever stuck.
+    given_up: AtomicBool,
 }
 
 /// Which instances a call runs on.
@@ -155,6 +161,7 @@ impl WasmPlugin {
             .map(|export| Locating {
                 export,
                 idle: new_idle(),
+                given_up: AtomicBool::new(false),
             });
         let indices = PluginIndices::new(pre.instance_pre())?;
         Ok(Self {
@@ -208,28 +215,39 @@ impl WasmPlugin {
     /// host; none if the plugin does not locate it, or the host cannot read
     /// it for the plugin.
     async fn read_located(&self, path: &str) -> Result<Option<ReadResult>, ProviderError> {
-        if self.shared.locating.is_none() {
+        let Some(locating) = &self.shared.locating else {
+            return Ok(None);
+        };
+        if locating.given_up.load(Ordering::Relaxed) {
             return Ok(None);
         }
+        let shared = self.shared.clone();
         let owned = path.to_owned();
-        let located = self
+        let answer = self
             .run_in(
                 Lane::Locating,
                 "locate",
                 On::Any,
                 Some(path),
                 async move |store, exports| {
-                    let locate = exports
-                        .locate()
-                        .expect("instances of the locate lane have locate");
-                    locate
-                        .call_async(store, (owned,))
-                        .await
-                        .map(|(answer,)| answer)
+                    let locate = exports.locate().ok_or_else(|| {
+                        wasmtime::Error::msg("an instance of the locate lane lacks locate")
+                    })?;
+                    let (located,) = locate.call_async(store, (owned.clone(),)).await?;
+                    // Read here, so the file is read under the call's slot
+                    // and time limit.
+                    Ok(located.map(|located| {
+                        located.and_then(|located| locate::read(&shared.policy, &owned, located))
+                    }))
                 },
             )
             .await?;
-        Ok(located.and_then(|located| locate::read(&self.shared.policy, path, located)))
+        if answer.is_some() {
+            // Only a whole answer says the path is healthy: `locate` alone
+            // must not wipe out the faults of the path's `read`.
+            self.shared.health.record_success(Some(path));
+        }
+        Ok(answer)
     }
 
     /// Runs one call on the instance `on` asks for:
@@ -238,7 +256,8 @@ impl WasmPlugin {
     /// or the host's descriptor budget is spent, and bounded by its time
     /// limit throughout. A call that may block in a file operation runs on a
     /// thread of its own, so that a FIFO or a hung mount holds only that
-    /// thread (and the call's slot) while the call fails at its time limit.
+    /// thread (and the call's slot) while the call fails at its time limit;
+    /// `locate`'s lane never blocks its thread (see [`Lane::Locating`]).
     async fn run<T, F>(
         &self,
         operation: &'static str,
@@ -298,8 +317,11 @@ impl WasmPlugin {
                 Ended::Faulted(*kind)
             }
         };
-        if answered(&outcome) {
+        if answered(&outcome) && lane == Lane::Serving {
             shared.health.record_success(path);
+        }
+        if lane == Lane::Locating && ended == Ended::Faulted(FaultKind::Timeout) {
+            shared.stop_locating();
         }
         shared.meter.call(operation, ended, started.elapsed());
         if ended != Ended::Answered {
@@ -446,6 +468,18 @@ impl Shared {
     /// The error of a call whose grants could not be given to its instance.
     fn unprepared(&self, error: anyhow::Error) -> ProviderError {
         ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
+    }
+
+    /// Stops asking `locate` (see [`Locating::given_up`]).
+    fn stop_locating(&self) {
+        if let Some(locating) = &self.locating
+            && !locating.given_up.swap(true, Ordering::Relaxed)
+        {
+            tracing::error!(
+                plugin = %self.name,
+                "locate ran out of time; the plugin's reads go through read alone until it is loaded again"
+            );
+        }
     }
 
     /// The idle instances of `lane`.

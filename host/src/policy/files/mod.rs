@@ -15,6 +15,7 @@
 //! plugin or a local user does on disk afterwards (renaming the directory,
 //! putting a symlink in its place) changes what the grant points at.
 
+mod located;
 mod single;
 
 use std::os::fd::AsRawFd;
@@ -23,8 +24,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptionsExt};
-use rustix::fs::OFlags;
+use cap_std::fs::Dir;
 use serde::Deserialize;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
@@ -97,10 +97,20 @@ impl Grant for FileGrants {
         !self.0.is_empty()
     }
 
+    /// The grant the plugin would reach `guest_path` through (the one with
+    /// the longest guest directory above it, as WASI resolves it) opens it,
+    /// if that grant is a directory on a local filesystem ([`located`]).
+    /// A single granted file is left to the plugin's `read`.
     fn open_located(&self, guest_path: &str) -> Option<LocatedFile> {
-        self.0
+        let (grant, below) = self
+            .0
             .iter()
-            .find_map(|grant| grant.open_located(guest_path))
+            .filter_map(|grant| Some((grant, grant.below(guest_path)?)))
+            .max_by_key(|(grant, _)| grant.preopen_path().trim_end_matches('/').len())?;
+        match &grant.held {
+            Some(Held::Directory(dir)) if grant.local => located::open(dir, below),
+            _ => None,
+        }
     }
 
     fn watched_paths(&self) -> Vec<PathBuf> {
@@ -161,6 +171,10 @@ pub struct FileGrant {
     /// What the grant was resolved to when the plugin loaded.
     #[serde(skip)]
     held: Option<Held>,
+    /// Whether its directory is on a local filesystem, where resmux may
+    /// read located files on its own threads.
+    #[serde(skip)]
+    local: bool,
 }
 
 /// The open handle a resolved grant keeps.
@@ -187,9 +201,11 @@ impl FileGrant {
                 host.display()
             );
         }
+        let mut local = false;
         let held = if host.is_dir() {
             let dir = Dir::open_ambient_dir(&host, ambient_authority())
                 .with_context(|| format!("cannot open granted directory {}", host.display()))?;
+            local = located::on_local_filesystem(&dir);
             Held::Directory(Arc::new(dir))
         } else if host.is_file() {
             Held::File(Arc::new(
@@ -205,8 +221,18 @@ impl FileGrant {
         Ok(Self {
             host,
             held: Some(held),
+            local,
             ..self
         })
+    }
+
+    /// What `guest_path` is below this grant's guest directory, if it is
+    /// below it.
+    fn below<'a>(&self, guest_path: &'a str) -> Option<&'a str> {
+        guest_path
+            .strip_prefix(self.preopen_path().trim_end_matches('/'))?
+            .strip_prefix('/')
+            .filter(|below| !below.is_empty())
     }
 
     /// Whether this grants one file rather than a directory.
@@ -238,30 +264,6 @@ impl FileGrant {
     /// nothing, as it is held open.
     fn renew(&self) -> Result<()> {
         self.current_dir().map(drop)
-    }
-
-    /// Opens `guest_path` below this grant's guest directory, through the
-    /// held directory exactly as the plugin would (never above it), and
-    /// without blocking: `O_NONBLOCK` keeps a FIFO's open from waiting for a
-    /// writer. Anything but a regular file is not opened for the host.
-    fn open_located(&self, guest_path: &str) -> Option<LocatedFile> {
-        let below = guest_path
-            .strip_prefix(self.preopen_path().trim_end_matches('/'))?
-            .strip_prefix('/')?;
-        if below.is_empty() {
-            return None;
-        }
-        let mut options = cap_std::fs::OpenOptions::new();
-        options
-            .read(true)
-            .custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32);
-        let file = self.current_dir().ok()?.open_with(below, &options).ok()?;
-        let file = file.into_std();
-        let metadata = file.metadata().ok()?;
-        metadata.is_file().then(|| LocatedFile {
-            file,
-            size: metadata.len(),
-        })
     }
 
     /// Preopens the held directory, or the file's private directory, in a

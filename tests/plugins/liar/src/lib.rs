@@ -47,12 +47,18 @@ static POISONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 impl Locate for Liar {
     /// `liar://located/FILE` is located at the guest path `/FILE` as written
     /// (`~` stands for `..`, which a URI would resolve away), whatever it
-    /// is; `liar://locate-spin` spins in `locate`; the rest goes to `read`.
+    /// is; `liar://locate-spin` spins in `locate`, and
+    /// `liar://locate-open/FILE` opens `/FILE` there (a FIFO nobody writes
+    /// stalls it); the rest goes to `read`.
     fn locate(path: String) -> Result<Option<Located>, Error> {
         if path == "locate-spin" {
             loop {
                 std::hint::black_box(());
             }
+        }
+        if let Some(file) = path.strip_prefix("locate-open/") {
+            let opened = std::fs::File::open(format!("/{file}"));
+            return Err(Error::Internal(format!("opened: {}", opened.is_ok())));
         }
         Ok(path.strip_prefix("located/").map(|file| Located {
             file: format!("/{}", file.replace('~', "..")),
