@@ -11,6 +11,33 @@
 
 use resmux_tests::{Folder, RawServer, error_message, mkfifo};
 
+/// A file inside the grant every test gives the liar, located by the URI.
+const INSIDE_URI: &str = "liar://located/data/inside.txt";
+const INSIDE_TEXT: &str = "granted words";
+
+/// A folder with `notes` and the liar, granted `data` at `/data` (`more` of
+/// its manifest follows the grant), which holds `data/inside.txt`.
+fn liar_granted_data(more: &str) -> Folder {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .plugin("notes", "notes")
+        .manifest(
+            "liar",
+            &format!("[[files]]\nhost = \"data\"\nguest = \"/data\"\n{more}"),
+        )
+        .file("data/inside.txt", INSIDE_TEXT.as_bytes());
+    folder
+}
+
+/// Another plugin keeps answering.
+async fn notes_still_answer(server: &mut RawServer) {
+    assert_eq!(
+        server.read_text("notes://notes/welcome").await,
+        "# Welcome\n\nThese notes are served by a WebAssembly plugin through resmux.\n"
+    );
+}
+
 /// What the liar's `read` answers for `liar://located/FILE`: proof that the
 /// host did not read FILE itself.
 fn read_by_the_plugin(file: &str) -> String {
@@ -19,18 +46,12 @@ fn read_by_the_plugin(file: &str) -> String {
 
 #[tokio::test]
 async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
-    let folder = Folder::new();
+    let folder = liar_granted_data(
+        "[[files]]\nhost = \"trusted\"\nguest = \"/data/deeper\"\n\
+         [[files]]\nhost = \"app.toml\"\nguest = \"/etc/app.toml\"\n\
+         [limits]\nmemory_mib = 8\ncpu_ms = 300\n",
+    );
     folder
-        .plugin("liar", "liar")
-        .plugin("notes", "notes")
-        .manifest(
-            "liar",
-            "[[files]]\nhost = \"data\"\nguest = \"/data\"\n\
-             [[files]]\nhost = \"trusted\"\nguest = \"/data/deeper\"\n\
-             [[files]]\nhost = \"app.toml\"\nguest = \"/etc/app.toml\"\n\
-             [limits]\nmemory_mib = 8\ncpu_ms = 300\n",
-        )
-        .file("data/inside.txt", b"granted words")
         .file("data/sub/nested.txt", b"nested words")
         .file("data/b/inside.txt", b"granted under b")
         .file("data/deeper/shadow.txt", b"the wider grant's file")
@@ -46,10 +67,7 @@ async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
 
     // Inside the grant, the host reads the file: the plugin never sees it.
-    assert_eq!(
-        server.read_text("liar://located/data/inside.txt").await,
-        "granted words"
-    );
+    assert_eq!(server.read_text(INSIDE_URI).await, INSIDE_TEXT);
     // A symlink that stays inside the grant is followed, as WASI would.
     assert_eq!(
         server.read_text("liar://located/data/stay").await,
@@ -99,35 +117,18 @@ async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
             .ends_with("plugin liar exceeded its CPU time limit of 300 ms in locate"),
         "{spun}"
     );
-    assert_eq!(
-        server.read_text("notes://notes/welcome").await,
-        "# Welcome\n\nThese notes are served by a WebAssembly plugin through resmux.\n"
-    );
-    assert_eq!(
-        server.read_text("liar://located/data/inside.txt").await,
-        "granted words"
-    );
+    notes_still_answer(&mut server).await;
+    assert_eq!(server.read_text(INSIDE_URI).await, INSIDE_TEXT);
     server.stop().await.unwrap();
 }
 
 #[tokio::test]
 async fn locate_stalled_on_a_fifo_fails_at_its_timeout_and_is_asked_no_more() {
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .plugin("notes", "notes")
-        .manifest(
-            "liar",
-            "[[files]]\nhost = \"data\"\nguest = \"/data\"\n[limits]\ntimeout_ms = 1000\n",
-        )
-        .file("data/inside.txt", b"granted words");
+    let folder = liar_granted_data("[limits]\ntimeout_ms = 1000\n");
     let fifo = folder.path().join("data/pipe");
     mkfifo(&fifo);
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
-    assert_eq!(
-        server.read_text("liar://located/data/inside.txt").await,
-        "granted words"
-    );
+    assert_eq!(server.read_text(INSIDE_URI).await, INSIDE_TEXT);
     let stalled = server.read("liar://locate-open/data/pipe").await.unwrap();
     assert!(
         error_message(&stalled)
@@ -137,13 +138,10 @@ async fn locate_stalled_on_a_fifo_fails_at_its_timeout_and_is_asked_no_more() {
     // Its file operations there may still be stuck on a blocking thread, so
     // the plugin is asked no more where its files are: `read` answers.
     assert_eq!(
-        server.read_text("liar://located/data/inside.txt").await,
+        server.read_text(INSIDE_URI).await,
         read_by_the_plugin("data/inside.txt")
     );
-    assert_eq!(
-        server.read_text("notes://notes/welcome").await,
-        "# Welcome\n\nThese notes are served by a WebAssembly plugin through resmux.\n"
-    );
+    notes_still_answer(&mut server).await;
     // Opening the other end frees the stuck thread.
     drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
     let log = server.stop().await.unwrap();
@@ -155,11 +153,7 @@ async fn locate_stalled_on_a_fifo_fails_at_its_timeout_and_is_asked_no_more() {
 
 #[tokio::test]
 async fn a_path_whose_read_keeps_faulting_is_quarantined_behind_locate() {
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .manifest("liar", "[[files]]\nhost = \"data\"\nguest = \"/data\"\n")
-        .file("data/inside.txt", b"granted words");
+    let folder = liar_granted_data("");
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     // `locate` answers none for `panic`, and `read` traps: each time, the
     // answer of `locate` must not count as the path's recovery.
@@ -172,9 +166,6 @@ async fn a_path_whose_read_keeps_faulting_is_quarantined_behind_locate() {
         quarantined.contains("path \"panic\" of plugin liar is quarantined"),
         "{quarantined}"
     );
-    assert_eq!(
-        server.read_text("liar://located/data/inside.txt").await,
-        "granted words"
-    );
+    assert_eq!(server.read_text(INSIDE_URI).await, INSIDE_TEXT);
     server.stop().await.unwrap();
 }

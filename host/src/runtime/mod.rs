@@ -172,19 +172,18 @@ impl Runtime {
             .instantiate_pre(component)
             .map_err(anyhow::Error::from)
             .context("the component imports something resmux does not provide")?;
-        let pre = bindings::PluginPre::new(instance_pre)
+        let indices = bindings::PluginIndices::new(&instance_pre)
             .map_err(anyhow::Error::from)
             .context("the component does not export resmux:provider/provider@0.1.0")?;
-        WasmPlugin::new(
+        Ok(WasmPlugin::new(
             name.into(),
             component.clone(),
-            pre,
+            instance_pre,
+            indices,
             policy,
             config,
             self.handles.clone(),
-        )
-        .map_err(anyhow::Error::from)
-        .context("the component's exports cannot be found")
+        ))
     }
 
     /// Names of what a component imports and exports, for `inspect`.

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
-use wasmtime::component::{Component, ComponentExportIndex, ResourceTableError};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, ResourceTableError};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
-use super::bindings::{PluginIndices, PluginInfo, PluginPre};
+use super::bindings::{PluginIndices, PluginInfo};
 use super::handles::HandleBudget;
 use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
 use super::instance::{Exports, Idle, Instance, drop_every_idle_instance};
@@ -51,7 +51,9 @@ struct Shared {
     /// The compiled component, shared with every other mount of it for as
     /// long as one of them is loaded.
     _component: Arc<Component>,
-    pre: PluginPre<Sandbox>,
+    /// The component linked under the plugin's grants, and where its
+    /// exports are, found once.
+    pre: InstancePre<Sandbox>,
     indices: PluginIndices,
     /// Its `locate` export and the idle instances made to run it, if it
     /// exports one and has files to locate.
@@ -136,11 +138,12 @@ impl WasmPlugin {
     pub(super) fn new(
         name: Arc<str>,
         component: Arc<Component>,
-        pre: PluginPre<Sandbox>,
+        pre: InstancePre<Sandbox>,
+        indices: PluginIndices,
         policy: Policy,
         config: Vec<(String, String)>,
         handles: HandleBudget,
-    ) -> wasmtime::Result<Self> {
+    ) -> Self {
         let call_slots = Arc::new(Semaphore::new(policy.limits.concurrent_calls as usize));
         let may_block = policy.may_block();
         let preopened = policy.descriptors_per_instance();
@@ -163,8 +166,7 @@ impl WasmPlugin {
                 idle: new_idle(),
                 given_up: AtomicBool::new(false),
             });
-        let indices = PluginIndices::new(pre.instance_pre())?;
-        Ok(Self {
+        Self {
             shared: Arc::new(Shared {
                 name,
                 _component: component,
@@ -181,7 +183,7 @@ impl WasmPlugin {
                 may_block,
                 preopened,
             }),
-        })
+        }
     }
 
     pub fn policy(&self) -> &Policy {
@@ -190,9 +192,13 @@ impl WasmPlugin {
 
     /// What the plugin says about itself.
     pub async fn about(&self) -> Result<PluginInfo, ProviderError> {
-        self.run("about", On::Bare, None, async |store, exports| {
-            exports.provider().call_about(store).await.map(Ok)
-        })
+        self.run(
+            Lane::Serving,
+            "about",
+            On::Bare,
+            None,
+            async |store, exports| exports.provider().call_about(store).await.map(Ok),
+        )
         .await
     }
 
@@ -200,13 +206,10 @@ impl WasmPlugin {
     /// serve; a locating plugin also starts an instance of its `locate`
     /// lane, which proves its `locate` export has the contract's type.
     pub async fn start(&self) -> Result<(), ProviderError> {
-        self.run("init", On::Started, None, async |_, _| Ok(Ok(())))
-            .await?;
-        if self.shared.locating.is_some() {
-            self.run_in(Lane::Locating, "init", On::Started, None, async |_, _| {
-                Ok(Ok(()))
-            })
-            .await?;
+        let locating = self.shared.locating.as_ref().map(|_| Lane::Locating);
+        for lane in std::iter::once(Lane::Serving).chain(locating) {
+            self.run(lane, "init", On::Started, None, async |_, _| Ok(Ok(())))
+                .await?;
         }
         Ok(())
     }
@@ -224,7 +227,7 @@ impl WasmPlugin {
         let shared = self.shared.clone();
         let owned = path.to_owned();
         let answer = self
-            .run_in(
+            .run(
                 Lane::Locating,
                 "locate",
                 On::Any,
@@ -250,7 +253,7 @@ impl WasmPlugin {
         Ok(answer)
     }
 
-    /// Runs one call on the instance `on` asks for:
+    /// Runs one call on the instance of `lane` that `on` asks for:
     /// refused at once while the plugin (or, for a call about one `path`,
     /// that path) is quarantined, queued while all its call slots are taken
     /// or the host's descriptor budget is spent, and bounded by its time
@@ -259,21 +262,6 @@ impl WasmPlugin {
     /// thread (and the call's slot) while the call fails at its time limit;
     /// `locate`'s lane never blocks its thread (see [`Lane::Locating`]).
     async fn run<T, F>(
-        &self,
-        operation: &'static str,
-        on: On,
-        path: Option<&str>,
-        call: F,
-    ) -> Result<T, ProviderError>
-    where
-        T: Send + 'static,
-        F: AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
-    {
-        self.run_in(Lane::Serving, operation, on, path, call).await
-    }
-
-    /// [`Self::run`], on the instances of `lane`.
-    async fn run_in<T, F>(
         &self,
         lane: Lane,
         operation: &'static str,
@@ -573,11 +561,7 @@ impl Shared {
 
     /// Instantiates the component in `store`, with `locate` in its lane.
     async fn exports(&self, lane: Lane, store: &mut Store<Sandbox>) -> wasmtime::Result<Exports> {
-        let instance = self
-            .pre
-            .instance_pre()
-            .instantiate_async(&mut *store)
-            .await?;
+        let instance = self.pre.instantiate_async(&mut *store).await?;
         let plugin = self.indices.load(&mut *store, &instance)?;
         let locate = match (lane, &self.locating) {
             (Lane::Locating, Some(locating)) => {
@@ -687,9 +671,15 @@ impl Shared {
 #[async_trait]
 impl Provider for WasmPlugin {
     async fn list(&self, cursor: Option<String>) -> Result<Page<ResourceEntry>, ProviderError> {
-        self.run("list", On::Any, None, async move |store, exports| {
-            exports.provider().call_list(store, cursor.as_deref()).await
-        })
+        self.run(
+            Lane::Serving,
+            "list",
+            On::Any,
+            None,
+            async move |store, exports| {
+                exports.provider().call_list(store, cursor.as_deref()).await
+            },
+        )
         .await
         .map(Into::into)
     }
@@ -698,12 +688,18 @@ impl Provider for WasmPlugin {
         &self,
         cursor: Option<String>,
     ) -> Result<Page<TemplateEntry>, ProviderError> {
-        self.run("templates", On::Any, None, async move |store, exports| {
-            exports
-                .provider()
-                .call_templates(store, cursor.as_deref())
-                .await
-        })
+        self.run(
+            Lane::Serving,
+            "templates",
+            On::Any,
+            None,
+            async move |store, exports| {
+                exports
+                    .provider()
+                    .call_templates(store, cursor.as_deref())
+                    .await
+            },
+        )
         .await
         .map(Into::into)
     }
@@ -713,9 +709,13 @@ impl Provider for WasmPlugin {
             Some(read) => read,
             None => {
                 let owned = path.to_owned();
-                self.run("read", On::Any, Some(path), async move |store, exports| {
-                    exports.provider().call_read(store, &owned).await
-                })
+                self.run(
+                    Lane::Serving,
+                    "read",
+                    On::Any,
+                    Some(path),
+                    async move |store, exports| exports.provider().call_read(store, &owned).await,
+                )
                 .await?
                 .into()
             }
@@ -732,6 +732,7 @@ impl Provider for WasmPlugin {
         let key = format!("{} {}", request.path_template, request.argument);
         let request = request.into();
         self.run(
+            Lane::Serving,
             "complete",
             On::Any,
             Some(&key),
@@ -742,12 +743,18 @@ impl Provider for WasmPlugin {
     }
 
     async fn changes(&self, since: Option<String>) -> Result<ChangeReport, ProviderError> {
-        self.run("changes", On::Any, None, async move |store, exports| {
-            exports
-                .provider()
-                .call_changes(store, since.as_deref())
-                .await
-        })
+        self.run(
+            Lane::Serving,
+            "changes",
+            On::Any,
+            None,
+            async move |store, exports| {
+                exports
+                    .provider()
+                    .call_changes(store, since.as_deref())
+                    .await
+            },
+        )
         .await
         .map(Into::into)
     }
