@@ -4,6 +4,7 @@
 
 use resmux_tests::{RawServer, notes_and_fixtures};
 use serde_json::{Value, json};
+use std::time::Duration;
 
 const LEGACY_REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
@@ -165,5 +166,50 @@ async fn malformed_requests_get_errors_and_the_server_carries_on() {
             .unwrap()
             .starts_with("# Typed errors")
     );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_overlong_line_is_dropped_whole_and_reads_sent_together_all_come_back() {
+    let folder = notes_and_fixtures();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+
+    // One line over stdin's 16 MiB limit: dropped whole, logged, never
+    // answered, and the session goes on.
+    let overlong = format!(
+        r#"{{"jsonrpc":"2.0","id":99,"method":"resources/read","params":{{"uri":"notes://{}"}}}}"#,
+        "a".repeat(16 * 1024 * 1024)
+    );
+    server.send_line(&overlong).await.unwrap();
+    server
+        .wait_for_log(
+            "a line on stdin was longer than 16777216 bytes and was dropped",
+            1,
+            Duration::from_secs(60),
+        )
+        .await;
+    let ping = server.send("ping", json!({})).await.unwrap();
+    let next = server.next_message().await.unwrap();
+    assert_eq!(next["id"], ping, "{next}");
+
+    // Reads sent together, whose answers leave stdout together: each id
+    // comes back once, with its own resource.
+    let mut sent = Vec::new();
+    for round in 0..40 {
+        let uri = if round % 2 == 0 {
+            "test://static-text"
+        } else {
+            "notes://notes/errors"
+        };
+        let id = server
+            .send("resources/read", json!({ "uri": uri }))
+            .await
+            .unwrap();
+        sent.push((id, uri));
+    }
+    for (id, uri) in sent {
+        let response = server.response(id).await.unwrap();
+        assert_eq!(response["result"]["contents"][0]["uri"], uri, "{response}");
+    }
     server.stop().await.unwrap();
 }

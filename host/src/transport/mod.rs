@@ -7,6 +7,7 @@ mod challenge;
 mod http;
 mod observe;
 mod sessions;
+mod stdio;
 
 pub use http::{HEADER_TIMEOUT, HttpOptions, serve_http};
 pub use observe::{mark_ready, serve_metrics};
@@ -23,10 +24,11 @@ use crate::protocol::Observed;
 /// the task holds a pointer; stdio reads went from 22k-26k to 42k-44k per
 /// second (`scripts/bench`, side by side).
 pub async fn serve_stdio(server: Observed) -> Result<()> {
+    let (input, output) = rmcp::transport::stdio_pipes();
     let service = server
         .for_session()
         .into_dyn()
-        .serve(rmcp::transport::stdio_pipes())
+        .serve(stdio::Stdio::new(input, output))
         .await
         .context("the MCP session did not start")?;
     service.waiting().await.context("the MCP session failed")?;
