@@ -4,8 +4,8 @@
 //! resmux's CPU with 32 reads in flight, by `perf`):
 //! - Decoding. rmcp tries each message shape, then each of some twenty
 //!   request kinds in turn, buffering the message for every try. The requests
-//!   a client repeats ([`decode_repeated_request`]) are decoded here straight
-//!   into their kind, with rmcp's own types. Any other line, and any line that
+//!   a client repeats ([`decode_repeated_request`]) are decoded here in one
+//!   pass, straight into their kind, with rmcp's own types. Any other line, and any line that
 //!   way refuses, goes to rmcp's decoder, which keeps its rules: what is
 //!   ignored, and what gets an Invalid Request answer.
 //! - Writing. rmcp writes and flushes each answer on its own, under a lock.
@@ -35,8 +35,8 @@ use tokio::task::JoinHandle;
 use tokio_util::bytes::{Buf, BytesMut};
 use tokio_util::codec::{Decoder, FramedRead};
 
-/// The longest line read: rmcp's limit, and the most one event may carry over
-/// HTTP. A longer line is dropped and logged, and the session goes on.
+/// The longest line read, as rmcp's own transport allows. A longer line is
+/// dropped and logged, and the session goes on.
 const MAX_LINE_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
 
 /// Answers that may wait for stdout before the next one waits for room.
