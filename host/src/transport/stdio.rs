@@ -9,10 +9,12 @@
 //!   way refuses, goes to rmcp's decoder, which keeps its rules: what is
 //!   ignored, and what gets an Invalid Request answer.
 //! - Writing. rmcp writes and flushes each answer on its own, under a lock.
-//!   Here answers queue, and one writer sends what is queued in one write.
+//!   Here answers queue, and whoever takes stdout next sends all that is
+//!   queued in one write ([`Outbox`]).
 
 use std::borrow::Cow;
 use std::io::{self, IoSlice};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use rmcp::model::{
@@ -30,8 +32,6 @@ use serde::de::value::MapDeserializer;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_util::bytes::{Buf, BytesMut};
 use tokio_util::codec::{Decoder, FramedRead};
 
@@ -39,65 +39,46 @@ use tokio_util::codec::{Decoder, FramedRead};
 /// dropped and logged, and the session goes on.
 const MAX_LINE_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
 
-/// Answers that may wait for stdout before the next one waits for room.
-const QUEUED_ANSWERS: usize = 1024;
-
-/// Queued answers that leave together in one write, at most.
-const ANSWERS_PER_WRITE: usize = 64;
-
-/// One MCP session's stdio: stdin split into messages, answers queued for
-/// a writer task that owns stdout.
-pub struct Stdio<R> {
+/// One MCP session's stdio: stdin split into messages, answers on their
+/// way to stdout.
+pub struct Stdio<R, W> {
     lines: FramedRead<R, Lines>,
-    answers: Option<mpsc::Sender<Vec<u8>>>,
-    writer: Option<JoinHandle<io::Result<()>>>,
-    /// A line of the wrong shape came in and its Invalid Request answer is
-    /// not queued yet. Kept here, not in a local, because `receive` may be
-    /// dropped at any await (rmcp polls it inside a `select!`).
-    invalid_request_owed: bool,
+    outbox: Arc<Outbox<W>>,
 }
 
-impl<R: AsyncRead + Send + Unpin> Stdio<R> {
-    /// Starts the writer on `output`; must run inside the tokio runtime.
-    pub fn new<W: AsyncWrite + Send + Unpin + 'static>(input: R, output: W) -> Self {
-        let (answers, queue) = mpsc::channel(QUEUED_ANSWERS);
+impl<R, W> Stdio<R, W>
+where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    pub fn new(input: R, output: W) -> Self {
         Self {
             lines: FramedRead::new(input, Lines::default()),
-            answers: Some(answers),
-            writer: Some(tokio::spawn(write_answers(output, queue))),
-            invalid_request_owed: false,
+            outbox: Arc::new(Outbox {
+                queued: Mutex::new(Vec::new()),
+                output: tokio::sync::Mutex::new(Some(output)),
+            }),
         }
     }
 }
 
-impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for Stdio<R> {
+impl<R, W> Transport<RoleServer> for Stdio<R, W>
+where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
     type Error = io::Error;
 
     fn send(
         &mut self,
         message: ServerJsonRpcMessage,
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
-        let answers = self.answers.clone();
-        async move {
-            let answers = answers.ok_or_else(stdout_closed)?;
-            answers
-                .send(encode(&message)?)
-                .await
-                .map_err(|_| stdout_closed())
-        }
+        let outbox = self.outbox.clone();
+        async move { outbox.send(encode(&message)?).await }
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            if self.invalid_request_owed {
-                let room = self.answers.as_ref()?.reserve().await.ok()?;
-                let answer = ServerJsonRpcMessage::error(
-                    ErrorData::invalid_request("Invalid request", None),
-                    None,
-                );
-                room.send(encode(&answer).ok()?);
-                self.invalid_request_owed = false;
-            }
             let line = match self.lines.next().await? {
                 Ok(Frame::Line(line)) => line,
                 Ok(Frame::Overlong) => {
@@ -114,17 +95,68 @@ impl<R: AsyncRead + Send + Unpin> Transport<RoleServer> for Stdio<R> {
             match decode(&line) {
                 Incoming::Message(message) => return Some(message),
                 Incoming::Ignored => {}
-                Incoming::WrongShape => self.invalid_request_owed = true,
+                Incoming::WrongShape => {
+                    let answer = ServerJsonRpcMessage::error(
+                        ErrorData::invalid_request("Invalid request", None),
+                        None,
+                    );
+                    // Queued as soon as this runs: should `receive` be
+                    // dropped while it waits for stdout, the next answer
+                    // takes it along.
+                    self.outbox.send(encode(&answer).ok()?).await.ok()?;
+                }
             }
         }
     }
 
+    /// Writes what is still queued (an answer whose sender went away after
+    /// queueing it), then lets go of stdout.
     async fn close(&mut self) -> io::Result<()> {
-        drop(self.answers.take());
-        match self.writer.take() {
-            Some(writer) => writer.await.map_err(io::Error::other)?,
-            None => Ok(()),
+        let mut output = self.outbox.output.lock().await;
+        let Some(mut output) = output.take() else {
+            return Ok(());
+        };
+        write_all_vectored(&mut output, &self.outbox.take_queued()).await?;
+        output.flush().await
+    }
+}
+
+/// Answers on their way to stdout. Each answer is queued, then its sender
+/// takes stdout and writes whatever is queued by then in one `writev`: under
+/// load one write carries many answers, and an answer alone goes out with no
+/// hand-off to another task.
+struct Outbox<W> {
+    queued: Mutex<Vec<Vec<u8>>>,
+    /// `None` once closed, or once a write failed.
+    output: tokio::sync::Mutex<Option<W>>,
+}
+
+impl<W: AsyncWrite + Unpin> Outbox<W> {
+    async fn send(&self, line: Vec<u8>) -> io::Result<()> {
+        self.queued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(line);
+        let mut output = self.output.lock().await;
+        let writer = output.as_mut().ok_or_else(stdout_closed)?;
+        let ready = self.take_queued();
+        if ready.is_empty() {
+            // An earlier sender took this answer along.
+            return Ok(());
         }
+        let written = match write_all_vectored(writer, &ready).await {
+            Ok(()) => writer.flush().await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = &written {
+            tracing::error!("cannot write to stdout: {error}");
+            *output = None;
+        }
+        written
+    }
+
+    fn take_queued(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.queued.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
@@ -136,24 +168,6 @@ fn encode(message: &ServerJsonRpcMessage) -> io::Result<Vec<u8>> {
     let mut line = serde_json::to_vec(message)?;
     line.push(b'\n');
     Ok(line)
-}
-
-/// Writes queued answers until every sender is gone: what has queued up
-/// since the last write leaves in one `writev`.
-async fn write_answers<W: AsyncWrite + Unpin>(
-    mut output: W,
-    mut queue: mpsc::Receiver<Vec<u8>>,
-) -> io::Result<()> {
-    let mut ready = Vec::with_capacity(ANSWERS_PER_WRITE);
-    while queue.recv_many(&mut ready, ANSWERS_PER_WRITE).await > 0 {
-        let written = write_all_vectored(&mut output, &ready).await;
-        ready.clear();
-        if let Err(error) = written.and(output.flush().await) {
-            tracing::error!("cannot write to stdout: {error}");
-            return Err(error);
-        }
-    }
-    Ok(())
 }
 
 async fn write_all_vectored<W: AsyncWrite + Unpin>(
