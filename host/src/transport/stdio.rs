@@ -32,8 +32,8 @@ use serde::de::value::MapDeserializer;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio_util::bytes::{Buf, BytesMut};
-use tokio_util::codec::{Decoder, FramedRead};
+use tokio_util::bytes::{Bytes, BytesMut};
+use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, FramedRead};
 
 /// The longest line read, as rmcp's own transport allows. A longer line is
 /// dropped and logged, and the session goes on.
@@ -292,17 +292,24 @@ where
         .map(Into::into)
 }
 
-/// Splits stdin at newlines into lines of at most [`MAX_LINE_BYTES`].
-#[derive(Default)]
-struct Lines {
-    /// How far the buffer has been searched for a newline already.
-    searched: usize,
-    /// Dropping the rest of an overlong line, up to its newline.
-    skipping: bool,
+/// stdin split at newlines by tokio-util's codec, into lines of at most
+/// [`MAX_LINE_BYTES`]. An overlong line comes as a frame of its own, not as
+/// the codec's error: `FramedRead` reads nothing more after an error.
+struct Lines(AnyDelimiterCodec);
+
+impl Default for Lines {
+    fn default() -> Self {
+        Self(AnyDelimiterCodec::new_with_max_length(
+            b"\n".to_vec(),
+            Vec::new(),
+            MAX_LINE_BYTES,
+        ))
+    }
 }
 
 enum Frame {
-    Line(BytesMut),
+    Line(Bytes),
+    /// The line was dropped; the codec skips the rest of it.
     Overlong,
 }
 
@@ -311,40 +318,10 @@ impl Decoder for Lines {
     type Error = io::Error;
 
     fn decode(&mut self, buffer: &mut BytesMut) -> io::Result<Option<Frame>> {
-        loop {
-            let newline = buffer[self.searched..]
-                .iter()
-                .position(|byte| *byte == b'\n')
-                .map(|offset| self.searched + offset);
-            self.searched = 0;
-            match newline {
-                Some(end) if self.skipping => {
-                    buffer.advance(end + 1);
-                    self.skipping = false;
-                }
-                None if self.skipping => {
-                    buffer.clear();
-                    return Ok(None);
-                }
-                Some(end) if end <= MAX_LINE_BYTES => {
-                    let mut line = buffer.split_to(end + 1);
-                    line.truncate(end);
-                    return Ok(Some(Frame::Line(line)));
-                }
-                Some(end) => {
-                    buffer.advance(end + 1);
-                    return Ok(Some(Frame::Overlong));
-                }
-                None if buffer.len() > MAX_LINE_BYTES => {
-                    buffer.clear();
-                    self.skipping = true;
-                    return Ok(Some(Frame::Overlong));
-                }
-                None => {
-                    self.searched = buffer.len();
-                    return Ok(None);
-                }
-            }
+        match self.0.decode(buffer) {
+            Ok(line) => Ok(line.map(Frame::Line)),
+            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => Ok(Some(Frame::Overlong)),
+            Err(AnyDelimiterCodecError::Io(error)) => Err(error),
         }
     }
 
