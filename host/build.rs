@@ -78,11 +78,12 @@ fn collect(dir: &Path, base: &Path, prefix: &str, files: &mut Vec<(String, PathB
 /// The `pkg` directory of the `wit-bindgen-go` crate this build uses.
 fn go_runtime_package() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap();
-    // Only the packages of the platform being built, which cargo has
-    // fetched already: nothing is downloaded.
+    // Resolving the workspace reads the manifest of every package in
+    // Cargo.lock, the plugins' too, which `cargo build -p resmux` on a fresh
+    // machine has not downloaded: cargo fetches them (the lock file pinned).
     let target = std::env::var("TARGET").unwrap();
     let output = std::process::Command::new(cargo)
-        .args(["metadata", "--offline", "--format-version", "1"])
+        .args(["metadata", "--locked", "--format-version", "1"])
         .args(["--filter-platform", &target])
         .output()
         .expect("cargo metadata runs");
