@@ -7,7 +7,10 @@
 //!    echo server (this binary, re-executed with `RESMUX_BENCH_ECHO=stdio` or
 //!    `=http`), the TypeScript reference server (`server-everything` under
 //!    Node 22, from `tests/node`) and `resmux serve` with the response cache
-//!    off, over stdio and over Streamable HTTP. Reports reads/s, p50 and p99.
+//!    off, over stdio and over Streamable HTTP. Every case runs once per
+//!    round, in turn, three rounds (the machine's speed swings); reports each
+//!    server's median round (reads/s, p50 and p99) and every ratio per round
+//!    with its median.
 //! 2. **Listing walk**: 10 mounts of the `files` example share N small files
 //!    (N = 10k, 50k, 100k); the time of a full `resources/list` walk, on a
 //!    fresh server and again on the same server.
@@ -25,6 +28,7 @@
 //! `RESMUX_BENCH_BASELINE=/path/to/resmux` runs every resmux case again with
 //! that binary (labelled `resmux baseline`) and the plugins of
 //! `RESMUX_BENCH_BASELINE_PLUGINS` (default `target/plugins`);
+//! `RESMUX_BENCH_READ_ROUNDS` sets the rounds of reads;
 //! `RESMUX_BENCH_LIST_MAX` caps N of the listing walk;
 //! `RESMUX_BENCH_ONLY=reads,listing,memory,restart` runs only those sections.
 
@@ -133,6 +137,11 @@ impl Setup {
 
     fn node(&self) -> PathBuf {
         self.root.join("tests/node/node_modules/.bin/node")
+    }
+
+    /// Whether `npm ci` in `tests/node` installed the reference server.
+    fn reference_present(&self) -> bool {
+        self.node().exists() && self.reference_server().exists()
     }
 
     fn reference_server(&self) -> PathBuf {
@@ -279,6 +288,17 @@ impl Server {
             .find_map(|line| line.strip_prefix("VmRSS:"))
             .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
             .expect("VmRSS in /proc/PID/status")
+    }
+
+    /// CPU time used so far, by every thread, in user and kernel mode.
+    fn cpu_time(&self) -> Duration {
+        let pid = self.child.id().expect("the server runs");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // After the command name in parentheses: state is field 3, utime
+        // and stime are fields 14 and 15, in USER_HZ (100 on Linux) ticks.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 10)
     }
 
     async fn stop(mut self) {
@@ -476,6 +496,8 @@ async fn drive_pipe(pipe: &mut Pipe, dialect: Dialect) -> Outcome {
     let mut latencies = Vec::new();
     let mut last = measure_from;
     let mut next_id = 0;
+    let mut answered = 0;
+    let cpu_before = pipe.server.cpu_time();
     loop {
         while sent.len() < IN_FLIGHT && Instant::now() < stop {
             next_id += 1;
@@ -492,13 +514,15 @@ async fn drive_pipe(pipe: &mut Pipe, dialect: Dialect) -> Outcome {
         if !is_read(&response) {
             pipe.server.fail(format!("a read failed: {response}"));
         }
+        answered += 1;
         let done = Instant::now();
         if at >= measure_from {
             latencies.push(done - at);
             last = done;
         }
     }
-    Outcome::new(latencies, last - measure_from)
+    let cpu = pipe.server.cpu_time() - cpu_before;
+    Outcome::new(latencies, last - measure_from, cpu / answered)
 }
 
 async fn bench_stdio(command: std::process::Command, dialect: Dialect) -> Outcome {
@@ -636,6 +660,7 @@ async fn drive_http(server: &Server, address: &str, dialect: Dialect) -> Outcome
     }
     let measure_from = Instant::now() + WARM_UP;
     let stop = measure_from + RUN_FOR;
+    let cpu_before = server.cpu_time();
     let tasks: Vec<_> = clients
         .into_iter()
         .map(|mut client| {
@@ -646,7 +671,7 @@ async fn drive_http(server: &Server, address: &str, dialect: Dialect) -> Outcome
                 loop {
                     let sent = Instant::now();
                     if sent >= stop {
-                        return Ok((latencies, last));
+                        return Ok((latencies, last, id));
                     }
                     id += 1;
                     client.read(id).await?;
@@ -661,17 +686,20 @@ async fn drive_http(server: &Server, address: &str, dialect: Dialect) -> Outcome
         .collect();
     let mut latencies = Vec::new();
     let mut last = measure_from;
+    let mut answered = 0;
     for task in tasks {
-        let result: std::io::Result<(Vec<Duration>, Instant)> = task.await.unwrap();
+        let result: std::io::Result<(Vec<Duration>, Instant, u64)> = task.await.unwrap();
         match result {
-            Ok((some, at)) => {
+            Ok((some, at, reads)) => {
                 latencies.extend(some);
                 last = last.max(at);
+                answered += reads;
             }
             Err(error) => server.fail(format!("a read failed: {error}")),
         }
     }
-    Outcome::new(latencies, last - measure_from)
+    let cpu = server.cpu_time() - cpu_before;
+    Outcome::new(latencies, last - measure_from, cpu.div_f64(answered as f64))
 }
 
 async fn bench_http(server: Server, address: &str, dialect: Dialect) -> Outcome {
@@ -683,21 +711,25 @@ async fn bench_http(server: Server, address: &str, dialect: Dialect) -> Outcome 
 
 // ----------------------------------------------------------------- reads
 
-/// Reads per second and latencies of one case.
+/// Reads per second, latencies and the server's CPU time per read, in
+/// one case.
 struct Outcome {
     reads: usize,
     window: Duration,
     latencies: Vec<Duration>,
+    /// Over every read answered, warm-up included.
+    cpu_per_read: Duration,
 }
 
 impl Outcome {
-    fn new(mut latencies: Vec<Duration>, window: Duration) -> Self {
+    fn new(mut latencies: Vec<Duration>, window: Duration, cpu_per_read: Duration) -> Self {
         assert!(!latencies.is_empty(), "no read completed");
         latencies.sort();
         Self {
             reads: latencies.len(),
             window,
             latencies,
+            cpu_per_read,
         }
     }
 
@@ -712,10 +744,11 @@ impl Outcome {
 
     fn cells(&self) -> String {
         format!(
-            "{:.0} | {:.0} | {:.0}",
+            "{:.0} | {:.0} | {:.0} | {:.1}",
             self.per_second(),
             self.micros_at(0.5),
-            self.micros_at(0.99)
+            self.micros_at(0.99),
+            self.cpu_per_read.as_secs_f64() * 1e6
         )
     }
 }
@@ -753,7 +786,7 @@ async fn echo_reads() -> ReadRow {
 
 async fn reference_reads(setup: &Setup) -> Option<ReadRow> {
     let (node, script) = (setup.node(), setup.reference_server());
-    if !node.exists() || !script.exists() {
+    if !setup.reference_present() {
         eprintln!(
             "no TypeScript reference server: run `npm ci` in tests/node (scripts/bench does)"
         );
@@ -807,66 +840,98 @@ async fn resmux_reads(resmux: &Resmux) -> ReadRow {
     }
 }
 
+/// How many times every read case runs, one after the other in turn:
+/// `RESMUX_BENCH_READ_ROUNDS`, 3 unless set.
+fn read_rounds() -> usize {
+    std::env::var("RESMUX_BENCH_READ_ROUNDS")
+        .ok()
+        .map(|rounds| match rounds.parse() {
+            Ok(rounds) if rounds > 0 => rounds,
+            _ => panic!("RESMUX_BENCH_READ_ROUNDS={rounds:?} is no count of rounds"),
+        })
+        .unwrap_or(3)
+}
+
+/// The middle value of `values` by `key` (the lower of the two middle ones
+/// when their number is even).
+fn middle<T>(mut values: Vec<T>, key: impl Fn(&T) -> f64) -> T {
+    values.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    values.swap_remove((values.len() - 1) / 2)
+}
+
+/// One ratio of reads/s: its median over the rounds, then each round's.
+fn ratio_row(name: &str, rounds: &[Vec<ReadRow>], ratio: impl Fn(&[ReadRow]) -> f64) {
+    let each: Vec<f64> = rounds.iter().map(|round| ratio(round)).collect();
+    let shown: Vec<String> = each.iter().map(|ratio| format!("{ratio:.2}")).collect();
+    let median = middle(each, |ratio| *ratio);
+    println!("| {name} | {median:.2} | {} |", shown.join(", "));
+}
+
 async fn reads(setup: &Setup) {
-    let echo = echo_reads().await;
-    let reference = reference_reads(setup).await;
-    let mut resmuxes = Vec::new();
-    for resmux in &setup.resmuxes {
-        resmuxes.push(resmux_reads(resmux).await);
+    let rounds = read_rounds();
+    // Each round: echo, the reference if installed, then every resmux.
+    let mut results: Vec<Vec<ReadRow>> = Vec::new();
+    for round in 1..=rounds {
+        progress(&format!("reads: round {round} of {rounds}"));
+        let mut servers = vec![echo_reads().await];
+        servers.extend(reference_reads(setup).await);
+        for resmux in &setup.resmuxes {
+            servers.push(resmux_reads(resmux).await);
+        }
+        results.push(servers);
     }
     println!(
-        "## Reads: {IN_FLIGHT} in flight, {} s per case after {} ms warm-up\n",
+        "## Reads: {IN_FLIGHT} in flight, {} s per case after {} ms warm-up, {rounds} rounds\n",
         RUN_FOR.as_secs(),
         WARM_UP.as_millis()
     );
     println!(
         "resmux and echo read `{RESMUX_URI}` ({} bytes; resmux with the response cache off), \
          the TypeScript reference `{REFERENCE_URI}`. Over HTTP: {IN_FLIGHT} keep-alive \
-         connections, one request in flight each.\n",
+         connections, one request in flight each. Every case runs once per round, in turn; \
+         a server's row shows its median round on each transport. CPU µs/read is the \
+         server's CPU time, all its threads, user and kernel, over every read it answered.\n",
         ECHO_TEXT.len()
     );
-    println!("| server | stdio reads/s | p50 µs | p99 µs | HTTP reads/s | p50 µs | p99 µs |");
-    println!("|---|--:|--:|--:|--:|--:|--:|");
-    let rows = std::iter::once(&echo)
-        .chain(&reference)
-        .chain(&resmuxes)
-        .collect::<Vec<_>>();
-    for row in &rows {
+    println!(
+        "| server | stdio reads/s | p50 µs | p99 µs | CPU µs/read | HTTP reads/s | p50 µs | p99 µs | CPU µs/read |"
+    );
+    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let per_second = |outcome: &&Outcome| outcome.per_second();
+    for server in 0..results[0].len() {
+        let stdio = results.iter().map(|round| &round[server].stdio).collect();
+        let http = results.iter().map(|round| &round[server].http).collect();
         println!(
             "| {} | {} | {} |",
-            row.label,
-            row.stdio.cells(),
-            row.http.cells()
+            results[0][server].label,
+            middle(stdio, per_second).cells(),
+            middle(http, per_second).cells()
         );
     }
-    println!("\n| ratio of reads/s | |\n|---|--:|");
-    let resmux = &resmuxes[0];
+    println!("\n| ratio of reads/s | median | each round |\n|---|--:|--:|");
+    let reference = setup.reference_present().then_some(1);
+    let resmux = 1 + usize::from(reference.is_some());
     let ratio = |a: &Outcome, b: &Outcome| a.per_second() / b.per_second();
-    if let Some(reference) = &reference {
-        println!(
-            "| resmux stdio / TypeScript stdio | {:.2} |",
-            ratio(&resmux.stdio, &reference.stdio)
-        );
+    if let Some(reference) = reference {
+        ratio_row("resmux stdio / TypeScript stdio", &results, |round| {
+            ratio(&round[resmux].stdio, &round[reference].stdio)
+        });
     }
-    println!(
-        "| resmux stdio / echo stdio | {:.2} |",
-        ratio(&resmux.stdio, &echo.stdio)
-    );
-    if let Some(reference) = &reference {
-        println!(
-            "| resmux HTTP / TypeScript HTTP | {:.2} |",
-            ratio(&resmux.http, &reference.http)
-        );
+    ratio_row("resmux stdio / echo stdio", &results, |round| {
+        ratio(&round[resmux].stdio, &round[0].stdio)
+    });
+    if let Some(reference) = reference {
+        ratio_row("resmux HTTP / TypeScript HTTP", &results, |round| {
+            ratio(&round[resmux].http, &round[reference].http)
+        });
     }
-    if let Some(baseline) = resmuxes.get(1) {
-        println!(
-            "| resmux stdio / baseline stdio | {:.2} |",
-            ratio(&resmux.stdio, &baseline.stdio)
-        );
-        println!(
-            "| resmux HTTP / baseline HTTP | {:.2} |",
-            ratio(&resmux.http, &baseline.http)
-        );
+    if setup.resmuxes.len() > 1 {
+        ratio_row("resmux stdio / baseline stdio", &results, |round| {
+            ratio(&round[resmux].stdio, &round[resmux + 1].stdio)
+        });
+        ratio_row("resmux HTTP / baseline HTTP", &results, |round| {
+            ratio(&round[resmux].http, &round[resmux + 1].http)
+        });
     }
     println!();
 }
