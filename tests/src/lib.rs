@@ -481,25 +481,38 @@ impl RawServer {
         }
     }
 
-    /// Closes stdin, waits for the server to exit, and returns its stderr.
-    pub async fn stop(mut self) -> Result<String> {
+    /// Closes stdin, waits for the server to exit, and returns its stderr;
+    /// it must have written nothing more on stdout.
+    pub async fn stop(self) -> Result<String> {
+        let (last, stderr) = self.finish().await?;
+        if !last.is_empty() {
+            bail!("stdout carried trailing output: {last:?}");
+        }
+        Ok(stderr)
+    }
+
+    /// Closes stdin, waits for the server to exit, and returns the messages
+    /// it wrote on stdout meanwhile, and its stderr.
+    pub async fn finish(mut self) -> Result<(Vec<Value>, String)> {
         drop(self.stdin);
         let status = tokio::time::timeout(EXCHANGE_TIMEOUT, self.child.wait())
             .await
             .context("the server did not exit after stdin closed")??;
-        let mut rest = String::new();
+        let mut last = Vec::new();
         while let Some(line) = self.stdout.next_line().await? {
-            rest.push_str(&line);
-        }
-        if !rest.trim().is_empty() {
-            bail!("stdout carried trailing output: {rest:?}");
+            if line.trim().is_empty() {
+                continue;
+            }
+            let message: Value = serde_json::from_str(&line)
+                .with_context(|| format!("stdout carried a line that is not JSON: {line:?}"))?;
+            last.push(message);
         }
         self.stderr.await??;
         let stderr = decoded(&self.log);
         if !status.success() {
             bail!("the server exited with {status}: {stderr}");
         }
-        Ok(stderr)
+        Ok((last, stderr))
     }
 }
 

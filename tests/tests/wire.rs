@@ -2,7 +2,7 @@
 //! for every revision from 2024-11-05 to 2026-07-28, and for input that is
 //! malformed. Every line the server writes must be a JSON-RPC message.
 
-use resmux_tests::{RawServer, notes_and_fixtures};
+use resmux_tests::{Folder, RawServer, error_message, notes_and_fixtures};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -212,4 +212,78 @@ async fn an_overlong_line_is_dropped_whole_and_reads_sent_together_all_come_back
         assert_eq!(response["result"]["contents"][0]["uri"], uri, "{response}");
     }
     server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cancelled_read_is_never_answered_and_the_reads_around_it_are() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ntimeout_ms = 300\n")
+        .plugin("notes", "notes");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+
+    let cancelled = server
+        .send("resources/read", json!({ "uri": "liar://spin" }))
+        .await
+        .unwrap();
+    let cancel = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": { "requestId": cancelled, "reason": "the user moved on" }
+    });
+    server.send_line(&cancel.to_string()).await.unwrap();
+    let notes = server
+        .send("resources/read", json!({ "uri": "notes://notes/welcome" }))
+        .await
+        .unwrap();
+
+    // The cancelled read runs on to its time limit. Once it has, a second
+    // spinning read takes as long again. Every message up to that one's
+    // answer is looked at: none answers the cancelled read.
+    let limit = "plugin liar exceeded its time limit of 300 ms in read";
+    let mut spun = None;
+    loop {
+        let message = server.next_message().await.unwrap();
+        assert_ne!(message["id"], cancelled, "a cancelled read was answered");
+        if message["id"] == notes {
+            assert!(
+                message["result"]["contents"][0]["text"].is_string(),
+                "{message}"
+            );
+            server.wait_for_log(limit, 1, Duration::from_secs(30)).await;
+            let second = server
+                .send("resources/read", json!({ "uri": "liar://spin" }))
+                .await
+                .unwrap();
+            spun = Some(second);
+        } else if spun.is_some_and(|spun| message["id"] == spun) {
+            assert_eq!(message["error"]["code"], -32603, "{message}");
+            assert!(error_message(&message).contains(limit), "{message}");
+            break;
+        }
+    }
+    let ping = server.request("ping", json!({})).await.unwrap();
+    assert!(ping["result"].is_object(), "{ping}");
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_read_in_flight_when_stdin_closes_is_answered_before_the_server_exits() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ntimeout_ms = 300\n");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let spin = server
+        .send("resources/read", json!({ "uri": "liar://spin" }))
+        .await
+        .unwrap();
+    let (last, _) = server.finish().await.unwrap();
+    assert_eq!(last.len(), 1, "{last:?}");
+    assert_eq!(last[0]["id"], spin, "{last:?}");
+    assert!(
+        error_message(&last[0]).contains("plugin liar exceeded its time limit of 300 ms in read"),
+        "{last:?}"
+    );
 }

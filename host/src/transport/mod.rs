@@ -4,6 +4,7 @@
 //! operator's listener for metrics and probes ([`observe`]).
 
 mod challenge;
+mod direct;
 mod http;
 mod observe;
 mod sessions;
@@ -22,13 +23,15 @@ use crate::protocol::Observed;
 /// its own, whose future otherwise holds the future of every request kind
 /// the handler answers, and tokio copies it whole into each task. Boxed,
 /// the task holds a pointer: stdio reads 1.45x (the median of seven runs of
-/// `scripts/bench` side by side). The transport is resmux's own ([`stdio`]).
+/// `scripts/bench` side by side). The transport is resmux's own ([`stdio`]),
+/// and it answers reads beside rmcp's loop ([`direct`]).
 pub async fn serve_stdio(server: Observed) -> Result<()> {
     let (input, output) = rmcp::transport::stdio_pipes();
-    let service = server
-        .for_session()
+    let handler = server.for_session();
+    let reads = direct::DirectReads::new(handler.clone());
+    let service = direct::Opening::new(handler, reads.clone())
         .into_dyn()
-        .serve(stdio::Stdio::new(input, output))
+        .serve(stdio::Stdio::new(input, output, reads))
         .await
         .context("the MCP session did not start")?;
     service.waiting().await.context("the MCP session failed")?;

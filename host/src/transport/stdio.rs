@@ -11,10 +11,14 @@
 //! - Writing. rmcp writes and flushes each answer on its own, under a lock.
 //!   Here answers queue, and whoever takes stdout next sends all that is
 //!   queued in one write ([`Outbox`]).
+//!
+//! Reads, once the session is open, do not go to rmcp's loop at all: the
+//! transport hands them to [`DirectReads`], and writes their answers itself.
 
 use std::borrow::Cow;
 use std::io::{self, IoSlice};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::StreamExt;
 use rmcp::model::{
@@ -34,16 +38,26 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio_util::bytes::{Bytes, BytesMut};
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, FramedRead};
+use tokio_util::task::TaskTracker;
+
+use super::direct::{DirectReads, Taken};
 
 /// The longest line read, as rmcp's own transport allows. A longer line is
 /// dropped and logged, and the session goes on.
 const MAX_LINE_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
+
+/// How long the answers of reads in flight may take once stdin has
+/// closed: rmcp's own limit for its handlers.
+const DRAIN_WITHIN: Duration = Duration::from_secs(5);
 
 /// One MCP session's stdio: stdin split into messages, answers on their
 /// way to stdout.
 pub struct Stdio<R, W> {
     lines: FramedRead<R, Lines>,
     outbox: Arc<Outbox<W>>,
+    reads: Arc<DirectReads>,
+    /// The reads `reads` is answering, waited for before stdout closes.
+    answering: TaskTracker,
 }
 
 impl<R, W> Stdio<R, W>
@@ -51,8 +65,11 @@ where
     R: AsyncRead + Send + Unpin,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    pub fn new(input: R, output: W) -> Self {
+    /// The session's stdio; `reads` answers the reads rmcp's loop skips.
+    pub fn new(input: R, output: W, reads: Arc<DirectReads>) -> Self {
         Self {
+            reads,
+            answering: TaskTracker::new(),
             lines: FramedRead::new(input, Lines::default()),
             outbox: Arc::new(Outbox {
                 queued: Mutex::new(Vec::new()),
@@ -93,7 +110,21 @@ where
                 }
             };
             match decode(&line) {
-                Incoming::Message(message) => return Some(message),
+                Incoming::Message(message) => match self.reads.take(message) {
+                    Taken::Passed(message) => return Some(message),
+                    Taken::Read(answer) => {
+                        let outbox = self.outbox.clone();
+                        self.answering.spawn(async move {
+                            let Some(answer) = answer.await else {
+                                return;
+                            };
+                            // A failed write is logged, and closes stdout.
+                            if let Ok(line) = encode(&answer) {
+                                let _ = outbox.send(line).await;
+                            }
+                        });
+                    }
+                },
                 Incoming::Ignored => {}
                 Incoming::WrongShape => {
                     let answer = ServerJsonRpcMessage::error(
@@ -109,9 +140,21 @@ where
         }
     }
 
-    /// Writes what is still queued (an answer whose sender went away after
-    /// queueing it), then lets go of stdout.
+    /// Waits, as rmcp waits for its own, up to [`DRAIN_WITHIN`] for the
+    /// reads answered beside rmcp's loop, writes what is still queued (an
+    /// answer whose sender went away after queueing it), then lets go of
+    /// stdout.
     async fn close(&mut self) -> io::Result<()> {
+        self.answering.close();
+        if tokio::time::timeout(DRAIN_WITHIN, self.answering.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "reads still in flight after {} s were not answered",
+                DRAIN_WITHIN.as_secs()
+            );
+        }
         let mut output = self.outbox.output.lock().await;
         let Some(mut output) = output.take() else {
             return Ok(());
