@@ -287,3 +287,41 @@ async fn a_read_in_flight_when_stdin_closes_is_answered_before_the_server_exits(
         "{last:?}"
     );
 }
+
+#[tokio::test]
+async fn after_discover_the_first_read_still_opens_the_session() {
+    let folder = notes_and_fixtures();
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    let discovered = server
+        .request("server/discover", json!({ "_meta": modern_meta() }))
+        .await
+        .unwrap();
+    assert!(discovered["result"].is_object(), "{discovered}");
+
+    // Without the 2026-07-28 `_meta`, a read cannot open the session.
+    let bare = server
+        .request("resources/read", json!({ "uri": "notes://notes/welcome" }))
+        .await
+        .unwrap();
+    assert_eq!(bare["error"]["code"], -32602, "{bare}");
+    let read = server
+        .modern_request("resources/read", json!({ "uri": "notes://notes/welcome" }))
+        .await
+        .unwrap();
+    assert!(read["result"]["contents"][0]["text"].is_string(), "{read}");
+
+    // The session is open: a notification is taken as one, and the session
+    // goes on to the end of stdin.
+    let cancel = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": { "requestId": 12345 }
+    });
+    server.send_line(&cancel.to_string()).await.unwrap();
+    let listed = server
+        .modern_request("resources/list", json!({}))
+        .await
+        .unwrap();
+    assert!(listed["result"]["resources"].is_array(), "{listed}");
+    server.stop().await.unwrap();
+}

@@ -4,17 +4,22 @@
 //! task for the handler, a channel back to the loop, a second task to send
 //! the answer, and cancellation tokens in a tree (13% of resmux's CPU per
 //! stdio read, by `scripts/bench`). `resources/read`, the request a client
-//! repeats, skips that: once rmcp has handed on the session's first message
-//! ([`Opening`]), the transport hands each read to the session's handler
-//! through rmcp's own `Service::handle_request`, which keeps every
-//! per-request rule (protocol versions, required `_meta`, dispatch), in one
-//! task that then queues the answer. Every other message, and every read
-//! before that first one, goes through rmcp's loop as before.
+//! repeats, skips that once the session is open, that is once rmcp has
+//! handed the handler `initialize` or the request that opens a session
+//! without it ([`PeerHandover`]; `server/discover` opens none). From then
+//! on the transport hands each read to the session's handler through rmcp's
+//! own `Service::handle_request`, which keeps every per-request rule
+//! (protocol versions, required `_meta`, dispatch), in one task that then
+//! queues the answer. Every other message, and every read before the
+//! session is open, goes through rmcp's loop as before.
 //!
-//! A read never sends a request to the client, so it needs nothing that
-//! rmcp's loop keeps per request beyond its cancellation: a
-//! `notifications/cancelled` naming a read in flight here cancels it and
-//! drops its answer, as rmcp does, and is then handed on to rmcp as well.
+//! Of what rmcp's loop keeps per request, a read needs only its
+//! cancellation: a `notifications/cancelled` naming a read in flight here
+//! cancels it and drops its answer, as rmcp does, and is then handed on to
+//! rmcp as well. The task-locals rmcp sets around a handler
+//! (`ORIGINATING_REQUEST`, `ORIGINATING_PROTOCOL_VERSION`) only serve
+//! requests the server sends the client from a handler, which a read never
+//! does.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -36,33 +41,37 @@ use crate::protocol::Observed;
 /// One session's reads answered here.
 pub struct DirectReads {
     handler: Observed,
-    /// Set by [`Opening`] from the first message rmcp hands on.
+    /// Set by [`PeerHandover`] once the session is open.
     peer: OnceLock<Peer<RoleServer>>,
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
 }
 
-/// The session's handler as rmcp's loop sees it. The first message rmcp
-/// hands on (`initialize`, or the first request of a session without one)
-/// gives [`DirectReads`] rmcp's peer before it is answered, so every read
-/// that follows that answer is answered beside the loop.
-pub struct Opening {
+/// The session's handler as rmcp sees it. The request that opens the
+/// session (`initialize`, or the first request of a session without it)
+/// hands [`DirectReads`] rmcp's peer before it is answered, so every read
+/// after that answer is answered beside the loop. `server/discover` opens
+/// no session: rmcp answers it during its handshake, with a peer that
+/// cannot reach the client.
+pub struct PeerHandover {
     handler: Observed,
     reads: Arc<DirectReads>,
 }
 
-impl Opening {
+impl PeerHandover {
     pub fn new(handler: Observed, reads: Arc<DirectReads>) -> Self {
         Self { handler, reads }
     }
 }
 
-impl Service<RoleServer> for Opening {
+impl Service<RoleServer> for PeerHandover {
     fn handle_request(
         &self,
         request: ClientRequest,
         context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<ServerResult, ErrorData>> + MaybeSendFuture + '_ {
-        self.reads.start(&context.peer);
+        if !matches!(request, ClientRequest::DiscoverRequest(_)) {
+            self.reads.start(&context.peer);
+        }
         self.handler.handle_request(request, context)
     }
 
@@ -71,7 +80,6 @@ impl Service<RoleServer> for Opening {
         notification: ClientNotification,
         context: NotificationContext<RoleServer>,
     ) -> impl Future<Output = Result<(), ErrorData>> + MaybeSendFuture + '_ {
-        self.reads.start(&context.peer);
         self.handler.handle_notification(notification, context)
     }
 
@@ -84,15 +92,15 @@ impl Service<RoleServer> for Opening {
     }
 }
 
-/// What became of one incoming message.
+/// Where one incoming message goes.
 #[expect(
     clippy::large_enum_variant,
     reason = "made once per message and handed on by value, as rmcp takes it"
 )]
-pub enum Taken {
+pub enum Routed {
     /// A read, answered by this future: `None` if it was cancelled.
     Read(BoxFuture<'static, Option<ServerJsonRpcMessage>>),
-    /// Anything else, for rmcp's loop.
+    /// Anything else, to rmcp's loop.
     Passed(ClientJsonRpcMessage),
 }
 
@@ -112,42 +120,42 @@ impl DirectReads {
         self.peer.get_or_init(|| peer.clone());
     }
 
-    /// Takes `message` if it is a read and the session is open; cancels a
-    /// read in flight here if `message` cancels it.
-    pub fn take(self: &Arc<Self>, message: ClientJsonRpcMessage) -> Taken {
+    /// Answers `message` here if it is a read and the session is open;
+    /// passes anything else on to rmcp's loop, cancelling first the read
+    /// in flight here that it cancels, if any.
+    pub fn route(self: &Arc<Self>, message: ClientJsonRpcMessage) -> Routed {
+        let Some(peer) = self.peer.get() else {
+            return Routed::Passed(message);
+        };
         match message {
             JsonRpcMessage::Request(JsonRpcRequest {
                 id,
                 request: request @ ClientRequest::ReadResourceRequest(_),
-                jsonrpc,
-            }) => match self.peer.get() {
-                Some(peer) => Taken::Read(self.answer(id, request, peer.clone())),
-                None => Taken::Passed(JsonRpcMessage::Request(JsonRpcRequest {
-                    id,
-                    request,
-                    jsonrpc,
-                })),
-            },
-            JsonRpcMessage::Notification(JsonRpcNotification {
-                notification: ClientNotification::CancelledNotification(cancelled),
-                jsonrpc,
-            }) => {
-                if let Some(id) = &cancelled.params.request_id
-                    && let Some(read) = self.in_flight().remove(id)
-                {
-                    read.cancel();
-                }
-                Taken::Passed(JsonRpcMessage::Notification(JsonRpcNotification {
-                    notification: ClientNotification::CancelledNotification(cancelled),
-                    jsonrpc,
-                }))
+                ..
+            }) => Routed::Read(self.begin_read(id, request, peer.clone())),
+            other => {
+                self.cancel_if_named(&other);
+                Routed::Passed(other)
             }
-            other => Taken::Passed(other),
         }
     }
 
-    /// Registers the read `id` as in flight and returns its answer.
-    fn answer(
+    /// Cancels the read in flight that `message` cancels, if it is one of
+    /// these.
+    fn cancel_if_named(&self, message: &ClientJsonRpcMessage) {
+        if let JsonRpcMessage::Notification(JsonRpcNotification {
+            notification: ClientNotification::CancelledNotification(cancelled),
+            ..
+        }) = message
+            && let Some(id) = &cancelled.params.request_id
+            && let Some(read) = self.in_flight().remove(id)
+        {
+            read.cancel();
+        }
+    }
+
+    /// Registers the read `id` as in flight, and returns its answer.
+    fn begin_read(
         self: &Arc<Self>,
         id: RequestId,
         mut request: ClientRequest,

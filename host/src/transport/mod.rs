@@ -29,7 +29,7 @@ pub async fn serve_stdio(server: Observed) -> Result<()> {
     let (input, output) = rmcp::transport::stdio_pipes();
     let handler = server.for_session();
     let reads = direct::DirectReads::new(handler.clone());
-    let service = direct::Opening::new(handler, reads.clone())
+    let service = direct::PeerHandover::new(handler, reads.clone())
         .into_dyn()
         .serve(stdio::Stdio::new(input, output, reads))
         .await

@@ -40,14 +40,14 @@ use tokio_util::bytes::{Bytes, BytesMut};
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, FramedRead};
 use tokio_util::task::TaskTracker;
 
-use super::direct::{DirectReads, Taken};
+use super::direct::{DirectReads, Routed};
 
 /// The longest line read, as rmcp's own transport allows. A longer line is
 /// dropped and logged, and the session goes on.
 const MAX_LINE_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
 
 /// How long the answers of reads in flight may take once stdin has
-/// closed: rmcp's own limit for its handlers.
+/// closed: as long as rmcp gives its own handlers.
 const DRAIN_WITHIN: Duration = Duration::from_secs(5);
 
 /// One MCP session's stdio: stdin split into messages, answers on their
@@ -110,17 +110,20 @@ where
                 }
             };
             match decode(&line) {
-                Incoming::Message(message) => match self.reads.take(message) {
-                    Taken::Passed(message) => return Some(message),
-                    Taken::Read(answer) => {
+                Incoming::Message(message) => match self.reads.route(message) {
+                    Routed::Passed(message) => return Some(message),
+                    Routed::Read(answer) => {
                         let outbox = self.outbox.clone();
                         self.answering.spawn(async move {
                             let Some(answer) = answer.await else {
                                 return;
                             };
-                            // A failed write is logged, and closes stdout.
-                            if let Ok(line) = encode(&answer) {
-                                let _ = outbox.send(line).await;
+                            match encode(&answer) {
+                                Ok(line) => {
+                                    // A failed write is logged, and closes stdout.
+                                    let _ = outbox.send(line).await;
+                                }
+                                Err(error) => tracing::error!("cannot encode an answer: {error}"),
                             }
                         });
                     }
@@ -140,10 +143,10 @@ where
         }
     }
 
-    /// Waits, as rmcp waits for its own, up to [`DRAIN_WITHIN`] for the
-    /// reads answered beside rmcp's loop, writes what is still queued (an
-    /// answer whose sender went away after queueing it), then lets go of
-    /// stdout.
+    /// Waits up to [`DRAIN_WITHIN`] for the reads answered beside rmcp's
+    /// loop (rmcp calls this once its own handlers are done, or after as
+    /// long again), writes what is still queued (an answer whose sender went
+    /// away after queueing it), then lets go of stdout.
     async fn close(&mut self) -> io::Result<()> {
         self.answering.close();
         if tokio::time::timeout(DRAIN_WITHIN, self.answering.wait())
