@@ -144,9 +144,9 @@ where
     }
 
     /// Waits up to [`DRAIN_WITHIN`] for the reads answered beside rmcp's
-    /// loop (rmcp calls this once its own handlers are done, or after as
-    /// long again), writes what is still queued (an answer whose sender went
-    /// away after queueing it), then lets go of stdout.
+    /// loop (rmcp calls this after waiting as long for its own handlers),
+    /// writes what is still queued (an answer whose sender went away after
+    /// queueing it), then lets go of stdout.
     async fn close(&mut self) -> io::Result<()> {
         self.answering.close();
         if tokio::time::timeout(DRAIN_WITHIN, self.answering.wait())
