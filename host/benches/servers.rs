@@ -139,11 +139,6 @@ impl Setup {
         self.root.join("tests/node/node_modules/.bin/node")
     }
 
-    /// Whether `npm ci` in `tests/node` installed the reference server.
-    fn reference_present(&self) -> bool {
-        self.node().exists() && self.reference_server().exists()
-    }
-
     fn reference_server(&self) -> PathBuf {
         self.root
             .join("tests/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -496,7 +491,7 @@ async fn drive_pipe(pipe: &mut Pipe, dialect: Dialect) -> Outcome {
     let mut latencies = Vec::new();
     let mut last = measure_from;
     let mut next_id = 0;
-    let mut answered = 0;
+    let mut answered: u64 = 0;
     let cpu_before = pipe.server.cpu_time();
     loop {
         while sent.len() < IN_FLIGHT && Instant::now() < stop {
@@ -522,7 +517,7 @@ async fn drive_pipe(pipe: &mut Pipe, dialect: Dialect) -> Outcome {
         }
     }
     let cpu = pipe.server.cpu_time() - cpu_before;
-    Outcome::new(latencies, last - measure_from, cpu / answered)
+    Outcome::new(latencies, last - measure_from, cpu, answered)
 }
 
 async fn bench_stdio(command: std::process::Command, dialect: Dialect) -> Outcome {
@@ -699,7 +694,7 @@ async fn drive_http(server: &Server, address: &str, dialect: Dialect) -> Outcome
         }
     }
     let cpu = server.cpu_time() - cpu_before;
-    Outcome::new(latencies, last - measure_from, cpu.div_f64(answered as f64))
+    Outcome::new(latencies, last - measure_from, cpu, answered)
 }
 
 async fn bench_http(server: Server, address: &str, dialect: Dialect) -> Outcome {
@@ -722,14 +717,15 @@ struct Outcome {
 }
 
 impl Outcome {
-    fn new(mut latencies: Vec<Duration>, window: Duration, cpu_per_read: Duration) -> Self {
+    /// `cpu` is the server's CPU time over `answered` reads.
+    fn new(mut latencies: Vec<Duration>, window: Duration, cpu: Duration, answered: u64) -> Self {
         assert!(!latencies.is_empty(), "no read completed");
         latencies.sort();
         Self {
             reads: latencies.len(),
             window,
             latencies,
-            cpu_per_read,
+            cpu_per_read: cpu.div_f64(answered as f64),
         }
     }
 
@@ -786,7 +782,7 @@ async fn echo_reads() -> ReadRow {
 
 async fn reference_reads(setup: &Setup) -> Option<ReadRow> {
     let (node, script) = (setup.node(), setup.reference_server());
-    if !setup.reference_present() {
+    if !node.exists() || !script.exists() {
         eprintln!(
             "no TypeScript reference server: run `npm ci` in tests/node (scripts/bench does)"
         );
@@ -859,29 +855,57 @@ fn middle<T>(mut values: Vec<T>, key: impl Fn(&T) -> f64) -> T {
     values.swap_remove((values.len() - 1) / 2)
 }
 
-/// One ratio of reads/s: its median over the rounds, then each round's.
-fn ratio_row(name: &str, rounds: &[Vec<ReadRow>], ratio: impl Fn(&[ReadRow]) -> f64) {
-    let each: Vec<f64> = rounds.iter().map(|round| ratio(round)).collect();
+/// Every read case, run once.
+struct Round {
+    echo: ReadRow,
+    /// `None` when the reference server is not installed.
+    reference: Option<ReadRow>,
+    /// The resmux under test first, then the baseline if any.
+    resmuxes: Vec<ReadRow>,
+}
+
+impl Round {
+    async fn run(setup: &Setup) -> Self {
+        let echo = echo_reads().await;
+        let reference = reference_reads(setup).await;
+        let mut resmuxes = Vec::new();
+        for resmux in &setup.resmuxes {
+            resmuxes.push(resmux_reads(resmux).await);
+        }
+        Self {
+            echo,
+            reference,
+            resmuxes,
+        }
+    }
+
+    fn rows(&self) -> impl Iterator<Item = &ReadRow> {
+        std::iter::once(&self.echo)
+            .chain(&self.reference)
+            .chain(&self.resmuxes)
+    }
+}
+
+/// One ratio of reads/s, where every round has both sides: its median over
+/// the rounds, then each round's.
+fn ratio_row(name: &str, rounds: &[Round], ratio: impl Fn(&Round) -> Option<f64>) {
+    let Some(each) = rounds.iter().map(ratio).collect::<Option<Vec<f64>>>() else {
+        return;
+    };
     let shown: Vec<String> = each.iter().map(|ratio| format!("{ratio:.2}")).collect();
     let median = middle(each, |ratio| *ratio);
     println!("| {name} | {median:.2} | {} |", shown.join(", "));
 }
 
 async fn reads(setup: &Setup) {
-    let rounds = read_rounds();
-    // Each round: echo, the reference if installed, then every resmux.
-    let mut results: Vec<Vec<ReadRow>> = Vec::new();
-    for round in 1..=rounds {
-        progress(&format!("reads: round {round} of {rounds}"));
-        let mut servers = vec![echo_reads().await];
-        servers.extend(reference_reads(setup).await);
-        for resmux in &setup.resmuxes {
-            servers.push(resmux_reads(resmux).await);
-        }
-        results.push(servers);
+    let count = read_rounds();
+    let mut rounds = Vec::new();
+    for round in 1..=count {
+        progress(&format!("reads: round {round} of {count}"));
+        rounds.push(Round::run(setup).await);
     }
     println!(
-        "## Reads: {IN_FLIGHT} in flight, {} s per case after {} ms warm-up, {rounds} rounds\n",
+        "## Reads: {IN_FLIGHT} in flight, {} s per case after {} ms warm-up, {count} rounds\n",
         RUN_FOR.as_secs(),
         WARM_UP.as_millis()
     );
@@ -898,41 +922,46 @@ async fn reads(setup: &Setup) {
     );
     println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
     let per_second = |outcome: &&Outcome| outcome.per_second();
-    for server in 0..results[0].len() {
-        let stdio = results.iter().map(|round| &round[server].stdio).collect();
-        let http = results.iter().map(|round| &round[server].http).collect();
+    for (server, row) in rounds[0].rows().enumerate() {
+        let each: Vec<&ReadRow> = rounds
+            .iter()
+            .map(|round| {
+                round
+                    .rows()
+                    .nth(server)
+                    .expect("every round has the same servers")
+            })
+            .collect();
+        let stdio = each.iter().map(|row| &row.stdio).collect();
+        let http = each.iter().map(|row| &row.http).collect();
         println!(
             "| {} | {} | {} |",
-            results[0][server].label,
+            row.label,
             middle(stdio, per_second).cells(),
             middle(http, per_second).cells()
         );
     }
     println!("\n| ratio of reads/s | median | each round |\n|---|--:|--:|");
-    let reference = setup.reference_present().then_some(1);
-    let resmux = 1 + usize::from(reference.is_some());
     let ratio = |a: &Outcome, b: &Outcome| a.per_second() / b.per_second();
-    if let Some(reference) = reference {
-        ratio_row("resmux stdio / TypeScript stdio", &results, |round| {
-            ratio(&round[resmux].stdio, &round[reference].stdio)
-        });
-    }
-    ratio_row("resmux stdio / echo stdio", &results, |round| {
-        ratio(&round[resmux].stdio, &round[0].stdio)
+    ratio_row("resmux stdio / TypeScript stdio", &rounds, |round| {
+        let reference = round.reference.as_ref()?;
+        Some(ratio(&round.resmuxes[0].stdio, &reference.stdio))
     });
-    if let Some(reference) = reference {
-        ratio_row("resmux HTTP / TypeScript HTTP", &results, |round| {
-            ratio(&round[resmux].http, &round[reference].http)
-        });
-    }
-    if setup.resmuxes.len() > 1 {
-        ratio_row("resmux stdio / baseline stdio", &results, |round| {
-            ratio(&round[resmux].stdio, &round[resmux + 1].stdio)
-        });
-        ratio_row("resmux HTTP / baseline HTTP", &results, |round| {
-            ratio(&round[resmux].http, &round[resmux + 1].http)
-        });
-    }
+    ratio_row("resmux stdio / echo stdio", &rounds, |round| {
+        Some(ratio(&round.resmuxes[0].stdio, &round.echo.stdio))
+    });
+    ratio_row("resmux HTTP / TypeScript HTTP", &rounds, |round| {
+        let reference = round.reference.as_ref()?;
+        Some(ratio(&round.resmuxes[0].http, &reference.http))
+    });
+    ratio_row("resmux stdio / baseline stdio", &rounds, |round| {
+        let baseline = round.resmuxes.get(1)?;
+        Some(ratio(&round.resmuxes[0].stdio, &baseline.stdio))
+    });
+    ratio_row("resmux HTTP / baseline HTTP", &rounds, |round| {
+        let baseline = round.resmuxes.get(1)?;
+        Some(ratio(&round.resmuxes[0].http, &baseline.http))
+    });
     println!();
 }
 

@@ -118,6 +118,20 @@ pub fn notes_and_fixtures() -> Folder {
     folder
 }
 
+/// What a read of `liar://spin` fails with in [`liar_and_notes`].
+pub const SPIN_LIMIT: &str = "plugin liar exceeded its time limit of 300 ms in read";
+
+/// A folder with the hostile `liar` test plugin, held to 300 ms a call,
+/// beside the `notes` example.
+pub fn liar_and_notes() -> Folder {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ntimeout_ms = 300\n")
+        .plugin("notes", "notes");
+    folder
+}
+
 /// The message of a JSON-RPC error response.
 pub fn error_message(response: &Value) -> &str {
     response["error"]["message"]
@@ -376,6 +390,11 @@ impl RawServer {
         let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         self.send_line(&request.to_string()).await?;
         Ok(id)
+    }
+
+    /// Sends a read of `uri` without waiting; returns its id.
+    pub async fn send_read(&mut self, uri: &str) -> Result<u64> {
+        self.send("resources/read", json!({ "uri": uri })).await
     }
 
     /// Sends a request and returns the response with its id.

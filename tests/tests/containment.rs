@@ -1,7 +1,9 @@
 //! Plugins that cannot load, collide, or lie: each is refused with a clear
 //! reason while every other plugin keeps serving.
 
-use resmux_tests::{Era, Folder, RawServer, client, error_message, mcp_error};
+use resmux_tests::{
+    Era, Folder, RawServer, SPIN_LIMIT, client, error_message, liar_and_notes, mcp_error,
+};
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::json;
 
@@ -215,20 +217,13 @@ async fn what_a_plugin_prints_goes_to_the_log_not_the_protocol() {
 
 #[tokio::test]
 async fn a_call_that_spins_or_traps_fails_and_the_plugin_keeps_serving() {
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .manifest("liar", "[limits]\ntimeout_ms = 300\n")
-        .plugin("notes", "notes");
+    let folder = liar_and_notes();
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let started = std::time::Instant::now();
     let spin = server.read("liar://spin").await.unwrap();
     assert_eq!(spin["error"]["code"], -32603, "{spin}");
     let message = error_message(&spin);
-    assert!(
-        message.contains("plugin liar exceeded its time limit of 300 ms in read"),
-        "{message}"
-    );
+    assert!(message.contains(SPIN_LIMIT), "{message}");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(10),
         "the limit did not stop the call"
@@ -255,11 +250,7 @@ async fn a_call_that_spins_or_traps_fails_and_the_plugin_keeps_serving() {
 
 #[tokio::test]
 async fn an_instance_serves_again_only_after_a_call_that_answered() {
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .manifest("liar", "[limits]\ntimeout_ms = 300\n")
-        .plugin("notes", "notes");
+    let folder = liar_and_notes();
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     // One read at a time: each is served by the instance the one before
     // left idle, and an answered error leaves it idle too.
@@ -294,10 +285,7 @@ async fn an_instance_serves_again_only_after_a_call_that_answered() {
 
     // So is one whose call was cut off at its time limit.
     let message = server.read_error("liar://spin").await;
-    assert!(
-        message.contains("plugin liar exceeded its time limit of 300 ms in read"),
-        "{message}"
-    );
+    assert!(message.contains(SPIN_LIMIT), "{message}");
     assert_eq!(
         server.read_text("liar://count").await,
         "read 1 of this instance"

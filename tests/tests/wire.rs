@@ -2,7 +2,7 @@
 //! for every revision from 2024-11-05 to 2026-07-28, and for input that is
 //! malformed. Every line the server writes must be a JSON-RPC message.
 
-use resmux_tests::{Folder, RawServer, error_message, notes_and_fixtures};
+use resmux_tests::{RawServer, SPIN_LIMIT, error_message, liar_and_notes, notes_and_fixtures};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -201,10 +201,7 @@ async fn an_overlong_line_is_dropped_whole_and_reads_sent_together_all_come_back
         } else {
             "notes://notes/errors"
         };
-        let id = server
-            .send("resources/read", json!({ "uri": uri }))
-            .await
-            .unwrap();
+        let id = server.send_read(uri).await.unwrap();
         sent.push((id, uri));
     }
     for (id, uri) in sent {
@@ -216,32 +213,21 @@ async fn an_overlong_line_is_dropped_whole_and_reads_sent_together_all_come_back
 
 #[tokio::test]
 async fn a_cancelled_read_is_never_answered_and_the_reads_around_it_are() {
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .manifest("liar", "[limits]\ntimeout_ms = 300\n")
-        .plugin("notes", "notes");
+    let folder = liar_and_notes();
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
 
-    let cancelled = server
-        .send("resources/read", json!({ "uri": "liar://spin" }))
-        .await
-        .unwrap();
+    let cancelled = server.send_read("liar://spin").await.unwrap();
     let cancel = json!({
         "jsonrpc": "2.0",
         "method": "notifications/cancelled",
         "params": { "requestId": cancelled, "reason": "the user moved on" }
     });
     server.send_line(&cancel.to_string()).await.unwrap();
-    let notes = server
-        .send("resources/read", json!({ "uri": "notes://notes/welcome" }))
-        .await
-        .unwrap();
+    let notes = server.send_read("notes://notes/welcome").await.unwrap();
 
     // The cancelled read runs on to its time limit. Once it has, a second
     // spinning read takes as long again. Every message up to that one's
     // answer is looked at: none answers the cancelled read.
-    let limit = "plugin liar exceeded its time limit of 300 ms in read";
     let mut spun = None;
     loop {
         let message = server.next_message().await.unwrap();
@@ -251,15 +237,13 @@ async fn a_cancelled_read_is_never_answered_and_the_reads_around_it_are() {
                 message["result"]["contents"][0]["text"].is_string(),
                 "{message}"
             );
-            server.wait_for_log(limit, 1, Duration::from_secs(30)).await;
-            let second = server
-                .send("resources/read", json!({ "uri": "liar://spin" }))
-                .await
-                .unwrap();
-            spun = Some(second);
+            server
+                .wait_for_log(SPIN_LIMIT, 1, Duration::from_secs(30))
+                .await;
+            spun = Some(server.send_read("liar://spin").await.unwrap());
         } else if spun.is_some_and(|spun| message["id"] == spun) {
             assert_eq!(message["error"]["code"], -32603, "{message}");
-            assert!(error_message(&message).contains(limit), "{message}");
+            assert!(error_message(&message).contains(SPIN_LIMIT), "{message}");
             break;
         }
     }
@@ -270,22 +254,13 @@ async fn a_cancelled_read_is_never_answered_and_the_reads_around_it_are() {
 
 #[tokio::test]
 async fn a_read_in_flight_when_stdin_closes_is_answered_before_the_server_exits() {
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .manifest("liar", "[limits]\ntimeout_ms = 300\n");
+    let folder = liar_and_notes();
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
-    let spin = server
-        .send("resources/read", json!({ "uri": "liar://spin" }))
-        .await
-        .unwrap();
+    let spin = server.send_read("liar://spin").await.unwrap();
     let (last, _) = server.finish().await.unwrap();
     assert_eq!(last.len(), 1, "{last:?}");
     assert_eq!(last[0]["id"], spin, "{last:?}");
-    assert!(
-        error_message(&last[0]).contains("plugin liar exceeded its time limit of 300 ms in read"),
-        "{last:?}"
-    );
+    assert!(error_message(&last[0]).contains(SPIN_LIMIT), "{last:?}");
 }
 
 #[tokio::test]
@@ -299,10 +274,7 @@ async fn after_discover_the_first_read_still_opens_the_session() {
     assert!(discovered["result"].is_object(), "{discovered}");
 
     // Without the 2026-07-28 `_meta`, a read cannot open the session.
-    let bare = server
-        .request("resources/read", json!({ "uri": "notes://notes/welcome" }))
-        .await
-        .unwrap();
+    let bare = server.read("notes://notes/welcome").await.unwrap();
     assert_eq!(bare["error"]["code"], -32602, "{bare}");
     let read = server
         .modern_request("resources/read", json!({ "uri": "notes://notes/welcome" }))

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest,
     JsonRpcVersion2_0, ListResourceTemplatesRequest, ListResourcesRequest, PingRequest,
@@ -77,6 +78,24 @@ where
             }),
         }
     }
+
+    /// Writes `answer` once it is ready, unless it comes to nothing (a
+    /// cancelled read); [`Self::close`] waits for it.
+    fn send_when_ready(&self, answer: BoxFuture<'static, Option<ServerJsonRpcMessage>>) {
+        let outbox = self.outbox.clone();
+        self.answering.spawn(async move {
+            let Some(answer) = answer.await else {
+                return;
+            };
+            match encode(&answer) {
+                Ok(line) => {
+                    // A failed write is logged, and closes stdout.
+                    let _ = outbox.send(line).await;
+                }
+                Err(error) => tracing::error!("cannot encode an answer: {error}"),
+            }
+        });
+    }
 }
 
 impl<R, W> Transport<RoleServer> for Stdio<R, W>
@@ -112,21 +131,7 @@ where
             match decode(&line) {
                 Incoming::Message(message) => match self.reads.route(message) {
                     Routed::Passed(message) => return Some(message),
-                    Routed::Read(answer) => {
-                        let outbox = self.outbox.clone();
-                        self.answering.spawn(async move {
-                            let Some(answer) = answer.await else {
-                                return;
-                            };
-                            match encode(&answer) {
-                                Ok(line) => {
-                                    // A failed write is logged, and closes stdout.
-                                    let _ = outbox.send(line).await;
-                                }
-                                Err(error) => tracing::error!("cannot encode an answer: {error}"),
-                            }
-                        });
-                    }
+                    Routed::Read(answer) => self.send_when_ready(answer),
                 },
                 Incoming::Ignored => {}
                 Incoming::WrongShape => {
