@@ -9,9 +9,10 @@
 //! without it ([`PeerHandover`]; `server/discover` opens none). From then
 //! on the transport hands each read to the session's handler through rmcp's
 //! own `Service::handle_request`, which keeps every per-request rule
-//! (protocol versions, required `_meta`, dispatch), in one task that then
-//! queues the answer. Every other message, and every read before the
-//! session is open, goes through rmcp's loop as before.
+//! (protocol versions, required `_meta`, dispatch), as one future that ends
+//! in the answer; the transport runs it (see `Stdio::answer_read`). Every
+//! other message, and every read before the session is open, goes through
+//! rmcp's loop as before.
 //!
 //! Of what rmcp's loop keeps per request, a read needs only its
 //! cancellation: a `notifications/cancelled` naming a read in flight here

@@ -13,11 +13,16 @@
 //!   queued in one write ([`Outbox`]).
 //!
 //! Reads, once the session is open, do not go to rmcp's loop at all: the
-//! transport hands them to [`DirectReads`], and writes their answers itself.
+//! transport hands them to [`DirectReads`], runs each right here until it
+//! first waits, and writes their answers itself once stdin runs dry
+//! ([`Stdio::answer_read`]).
 
 use std::borrow::Cow;
 use std::io::{self, IoSlice};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -25,7 +30,7 @@ use futures::future::BoxFuture;
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest,
     JsonRpcVersion2_0, ListResourceTemplatesRequest, ListResourcesRequest, PingRequest,
-    ReadResourceRequest, RequestId, ServerJsonRpcMessage,
+    ReadResourceRequest, ReadResourceRequestParams, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::service::RoleServer;
 use rmcp::transport::Transport;
@@ -47,6 +52,10 @@ use super::direct::{DirectReads, Routed};
 /// dropped and logged, and the session goes on.
 const MAX_LINE_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
 
+/// How many answers may wait for stdin to run dry before they are written
+/// anyway: a client that never stops sending still gets its answers.
+const WRITE_AFTER_ANSWERS: usize = 64;
+
 /// How long the answers of reads in flight may take once stdin has
 /// closed: as long as rmcp gives its own handlers.
 const DRAIN_WITHIN: Duration = Duration::from_secs(5);
@@ -57,7 +66,8 @@ pub struct Stdio<R, W> {
     lines: FramedRead<R, Lines>,
     outbox: Arc<Outbox<W>>,
     reads: Arc<DirectReads>,
-    /// The reads `reads` is answering, waited for before stdout closes.
+    /// The reads `reads` is answering in tasks, and the tasks writing
+    /// queued answers: waited for before stdout closes.
     answering: TaskTracker,
 }
 
@@ -74,9 +84,56 @@ where
             lines: FramedRead::new(input, Lines::default()),
             outbox: Arc::new(Outbox {
                 queued: Mutex::new(Vec::new()),
+                writer_on_its_way: AtomicBool::new(false),
                 output: tokio::sync::Mutex::new(Some(output)),
             }),
         }
+    }
+
+    /// Runs a read here, in the loop that reads stdin, until it first
+    /// waits. Most reads are answered by then: their answers are queued,
+    /// with no task spawned and no other thread woken (which cost a third of
+    /// resmux's CPU per stdio read, by `scripts/bench`). A read that waits
+    /// (for a file, for an instance, or for the next epoch tick, at most
+    /// `EPOCH_TICK` into the plugin's code) goes on in a task of its own,
+    /// which polls it from then on.
+    fn answer_read(&self, mut answer: BoxFuture<'static, Option<ServerJsonRpcMessage>>) {
+        // The task that takes a waiting read over polls it again, which
+        // registers the task's own waker wherever the read waits.
+        let mut nowhere = Context::from_waker(Waker::noop());
+        let first_poll =
+            panic::catch_unwind(AssertUnwindSafe(|| answer.as_mut().poll(&mut nowhere)));
+        match first_poll {
+            Ok(Poll::Ready(Some(answer))) => match encode(&answer) {
+                Ok(line) => {
+                    if self.outbox.queue(line) >= WRITE_AFTER_ANSWERS {
+                        self.write_queued_soon();
+                    }
+                }
+                Err(error) => tracing::error!("cannot encode an answer: {error}"),
+            },
+            // Cancelled before it was answered.
+            Ok(Poll::Ready(None)) => {}
+            Ok(Poll::Pending) => self.send_when_ready(answer),
+            // As when a task panics: the read goes unanswered, the session
+            // goes on.
+            Err(_) => tracing::error!("a read panicked, and is not answered"),
+        }
+    }
+
+    /// Makes sure a task is on its way to write what is queued, if anything
+    /// is. Called whenever stdin has nothing more to give for now, so that
+    /// the answers to every read that came in one go leave in one write.
+    fn write_queued_soon(&self) {
+        if !self.outbox.has_queued() || self.outbox.writer_on_its_way.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let outbox = self.outbox.clone();
+        self.answering.spawn(async move {
+            outbox.writer_on_its_way.store(false, Ordering::Release);
+            // A failed write is logged, and closes stdout.
+            let _ = outbox.write_queued().await;
+        });
     }
 
     /// Writes `answer` once it is ready, unless it comes to nothing (a
@@ -115,7 +172,14 @@ where
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            let line = match self.lines.next().await? {
+            let next_line = std::future::poll_fn(|context| {
+                let next_line = self.lines.poll_next_unpin(context);
+                if next_line.is_pending() {
+                    self.write_queued_soon();
+                }
+                next_line
+            });
+            let line = match next_line.await? {
                 Ok(Frame::Line(line)) => line,
                 Ok(Frame::Overlong) => {
                     tracing::warn!(
@@ -130,8 +194,11 @@ where
             };
             match decode(&line) {
                 Incoming::Message(message) => match self.reads.route(message) {
-                    Routed::Passed(message) => return Some(message),
-                    Routed::Read(answer) => self.send_when_ready(answer),
+                    Routed::Passed(message) => {
+                        self.write_queued_soon();
+                        return Some(message);
+                    }
+                    Routed::Read(answer) => self.answer_read(answer),
                 },
                 Incoming::Ignored => {}
                 Incoming::WrongShape => {
@@ -172,22 +239,43 @@ where
     }
 }
 
-/// Answers on their way to stdout. Each answer is queued, then its sender
-/// takes stdout and writes whatever is queued by then in one `writev`: under
-/// load one write carries many answers, and an answer alone goes out with no
-/// hand-off to another task.
+/// Answers on their way to stdout. Each answer is queued; whoever writes
+/// next takes stdout and writes whatever is queued by then in one `writev`,
+/// so that under load one write carries many answers (each write wakes the
+/// client: one per answer cost a fifth of resmux's CPU per stdio read).
 struct Outbox<W> {
     queued: Mutex<Vec<Vec<u8>>>,
+    /// Set while a task spawned to write what is queued has yet to take it.
+    writer_on_its_way: AtomicBool,
     /// `None` once closed, or once a write failed.
     output: tokio::sync::Mutex<Option<W>>,
 }
 
 impl<W: AsyncWrite + Unpin> Outbox<W> {
+    /// Queues `line`, lets the tasks ready to run queue theirs, then writes
+    /// what is queued (unless another sender already took it along).
     async fn send(&self, line: Vec<u8>) -> io::Result<()> {
-        self.queued
+        self.queue(line);
+        tokio::task::yield_now().await;
+        self.write_queued().await
+    }
+
+    /// Queues `line`; how many answers are queued now.
+    fn queue(&self, line: Vec<u8>) -> usize {
+        let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
+        queued.push(line);
+        queued.len()
+    }
+
+    fn has_queued(&self) -> bool {
+        !self
+            .queued
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(line);
+            .is_empty()
+    }
+
+    async fn write_queued(&self) -> io::Result<()> {
         let mut output = self.output.lock().await;
         let writer = output.as_mut().ok_or_else(stdout_closed)?;
         let ready = self.take_queued();
@@ -313,7 +401,7 @@ fn decode_repeated_request(line: &[u8]) -> Option<JsonRpcRequest<ClientRequest>>
         .ok()?
         .as_ref()
     {
-        "resources/read" => request_of_kind::<ReadResourceRequest>(method, envelope.params),
+        "resources/read" => read_request(envelope.params?),
         "resources/list" => request_of_kind::<ListResourcesRequest>(method, envelope.params),
         "resources/templates/list" => {
             request_of_kind::<ListResourceTemplatesRequest>(method, envelope.params)
@@ -326,6 +414,24 @@ fn decode_repeated_request(line: &[u8]) -> Option<JsonRpcRequest<ClientRequest>>
         id,
         request,
     })
+}
+
+/// A read, decoded as rmcp decodes it but without its costliest step: to
+/// move `params._meta` into the request's extensions, rmcp's decoder
+/// buffers every field of `params` (serde's `flatten`, 6% of resmux's CPU
+/// per stdio read, by `perf`). Here `params` decodes straight into rmcp's
+/// type, and `_meta` moves after.
+fn read_request(params: &RawValue) -> Option<ClientRequest> {
+    // serde would also take a struct from an array, which rmcp refuses.
+    if !params.get().trim_start().starts_with('{') {
+        return None;
+    }
+    let params: ReadResourceRequestParams = serde_json::from_str(params.get()).ok()?;
+    let mut request = ReadResourceRequest::new(params);
+    if let Some(meta) = request.params.meta.take() {
+        request.extensions.insert(meta);
+    }
+    Some(request.into())
 }
 
 /// The request of one kind, by rmcp's own decoding of its `method` and
@@ -389,16 +495,56 @@ impl Decoder for Lines {
 
 #[cfg(test)]
 mod tests {
+    use rmcp::model::RequestMetaObject;
+
     use super::*;
+
+    /// What rmcp's own decoder makes of a line.
+    fn rmcp_decode(line: &str) -> ClientJsonRpcMessage {
+        let mut message = BytesMut::from(line.as_bytes());
+        JsonRpcMessageCodec::<ClientJsonRpcMessage>::default()
+            .decode_eof(&mut message)
+            .unwrap()
+            .unwrap()
+    }
 
     /// What rmcp's own decoder makes of a line, as JSON.
     fn as_rmcp_decodes(line: &str) -> serde_json::Value {
-        let mut message = BytesMut::from(line.as_bytes());
-        let decoded = JsonRpcMessageCodec::<ClientJsonRpcMessage>::default()
-            .decode_eof(&mut message)
-            .unwrap()
-            .unwrap();
-        serde_json::to_value(decoded).unwrap()
+        serde_json::to_value(rmcp_decode(line)).unwrap()
+    }
+
+    /// A read's `_meta` and its parameters' own, which rmcp's handlers
+    /// read apart (JSON does not tell them apart: both go out as `_meta`).
+    fn read_meta(
+        request: &ClientRequest,
+    ) -> (Option<RequestMetaObject>, Option<RequestMetaObject>) {
+        let ClientRequest::ReadResourceRequest(read) = request else {
+            panic!("not a read: {request:?}");
+        };
+        (
+            read.extensions.get::<RequestMetaObject>().cloned(),
+            read.params.meta.clone(),
+        )
+    }
+
+    #[test]
+    fn a_read_carries_its_meta_where_rmcp_puts_it() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a://b","_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"_meta":null,"uri":"a://b"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a://b"}}"#,
+        ] {
+            let fast = decode_repeated_request(line.as_bytes()).unwrap();
+            let JsonRpcMessage::Request(slow) = rmcp_decode(line) else {
+                panic!("rmcp does not decode a request: {line}");
+            };
+            assert_eq!(read_meta(&fast.request), read_meta(&slow.request), "{line}");
+        }
+        let with_meta = decode_repeated_request(
+            br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a://b","_meta":{"progressToken":"p"}}}"#,
+        )
+        .unwrap();
+        assert!(read_meta(&with_meta.request).0.is_some());
     }
 
     #[test]
@@ -434,6 +580,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"resources/read","params":{"uri":"a://b"}}"#,
             r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":[null,"a://b",null,null]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"a://b","_meta":"m"}}"#,
             // A byte-order mark, which rmcp skips.
             "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}",
         ] {
