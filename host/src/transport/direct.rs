@@ -163,7 +163,7 @@ impl DirectReads {
         peer: Peer<RoleServer>,
     ) -> BoxFuture<'static, Option<ServerJsonRpcMessage>> {
         let ct = CancellationToken::new();
-        self.in_flight().insert(id.clone(), ct.clone());
+        let in_flight = InFlight::new(self.clone(), id.clone(), ct.clone());
         let mut context = RequestContext::new(id.clone(), peer);
         context.ct = ct;
         context.meta = std::mem::take(request.get_meta_mut());
@@ -171,8 +171,10 @@ impl DirectReads {
         let reads = self.clone();
         Box::pin(async move {
             let result = reads.handler.handle_request(request, context).await;
-            // Gone if cancelled meanwhile: nothing is sent.
-            reads.in_flight().remove(&id)?;
+            // Cancelled meanwhile: nothing is sent.
+            if !in_flight.finish() {
+                return None;
+            }
             Some(match result {
                 Ok(answer) => ServerJsonRpcMessage::response(answer, id),
                 Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
@@ -184,5 +186,38 @@ impl DirectReads {
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One read's entry among those in flight, removed however the read ends:
+/// answered, cancelled, dropped unfinished, or panicking.
+struct InFlight {
+    reads: Arc<DirectReads>,
+    id: RequestId,
+    finished: bool,
+}
+
+impl InFlight {
+    fn new(reads: Arc<DirectReads>, id: RequestId, cancel: CancellationToken) -> Self {
+        reads.in_flight().insert(id.clone(), cancel);
+        Self {
+            reads,
+            id,
+            finished: false,
+        }
+    }
+
+    /// Whether the read is still wanted, that is not cancelled meanwhile.
+    fn finish(mut self) -> bool {
+        self.finished = true;
+        self.reads.in_flight().remove(&self.id).is_some()
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.reads.in_flight().remove(&self.id);
+        }
     }
 }
