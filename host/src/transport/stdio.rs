@@ -118,16 +118,14 @@ where
             panic::catch_unwind(AssertUnwindSafe(|| answer.as_mut().poll(&mut nowhere)));
         self.inline_left = self.inline_left.saturating_sub(started.elapsed());
         match first_poll {
-            Ok(Poll::Ready(Some(answer))) => match encode(&answer) {
-                Ok(line) => {
-                    if self.outbox.queue(line) >= WRITE_AFTER_ANSWERS {
-                        self.write_queued_soon();
-                    }
+            // `None`: cancelled before it was answered.
+            Ok(Poll::Ready(answered)) => {
+                if let Some(line) = answered.as_ref().and_then(answer_line)
+                    && self.outbox.queue(line) >= WRITE_AFTER_ANSWERS
+                {
+                    self.write_queued_soon();
                 }
-                Err(error) => tracing::error!("cannot encode an answer: {error}"),
-            },
-            // Cancelled before it was answered.
-            Ok(Poll::Ready(None)) => {}
+            }
             Ok(Poll::Pending) => self.send_when_ready(answer),
             // As when a task panics: the read goes unanswered, the session
             // goes on.
@@ -156,15 +154,9 @@ where
     fn send_when_ready(&self, answer: BoxFuture<'static, Option<ServerJsonRpcMessage>>) {
         let outbox = self.outbox.clone();
         self.answering.spawn(async move {
-            let Some(answer) = answer.await else {
-                return;
-            };
-            match encode(&answer) {
-                Ok(line) => {
-                    // A failed write is logged, and closes stdout.
-                    let _ = outbox.send(line).await;
-                }
-                Err(error) => tracing::error!("cannot encode an answer: {error}"),
+            if let Some(line) = answer.await.as_ref().and_then(answer_line) {
+                // A failed write is logged, and closes stdout.
+                let _ = outbox.send(line).await;
             }
         });
     }
@@ -189,7 +181,8 @@ where
         loop {
             let next_line = std::future::poll_fn(|context| {
                 let next_line = self.lines.poll_next_unpin(context);
-                if !matches!(next_line, Poll::Ready(Some(_))) {
+                // Nothing more for now, the end of stdin, or an error.
+                if !matches!(next_line, Poll::Ready(Some(Ok(_)))) {
                     self.write_queued_soon();
                     self.inline_left = INLINE_BUDGET;
                 }
@@ -205,7 +198,6 @@ where
                 }
                 Err(error) => {
                     tracing::error!("cannot read stdin: {error}");
-                    self.write_queued_soon();
                     return None;
                 }
             };
@@ -323,6 +315,14 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
 
 fn stdout_closed() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "stdout is closed")
+}
+
+/// A read's answer as a line for stdout; none, logged, if it cannot be
+/// encoded.
+fn answer_line(answer: &ServerJsonRpcMessage) -> Option<Vec<u8>> {
+    encode(answer)
+        .inspect_err(|error| tracing::error!("cannot encode an answer: {error}"))
+        .ok()
 }
 
 fn encode(message: &ServerJsonRpcMessage) -> io::Result<Vec<u8>> {
