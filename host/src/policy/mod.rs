@@ -22,6 +22,7 @@ pub mod limits;
 pub mod network;
 mod output;
 mod sandbox;
+mod standard;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -137,11 +138,16 @@ impl Policy {
         Ok(())
     }
 
-    /// The sandbox of one new instance of `plugin`, whose file operations
-    /// may block the calling thread if `blocking` (see [`SandboxBuilder::new`]).
-    pub fn sandbox(&self, plugin: &Arc<str>, blocking: bool) -> Result<Sandbox> {
-        let mut builder = SandboxBuilder::new(plugin.clone(), &self.limits, blocking);
-        for grant in &self.grants {
+    /// The sandbox of one new instance of `plugin`. An instance that must
+    /// never block its thread (`locate`'s) gets none of the grants whose
+    /// operations may block (files): it can only compute.
+    pub fn sandbox(&self, plugin: &Arc<str>, may_block: bool) -> Result<Sandbox> {
+        let mut builder = SandboxBuilder::new(plugin.clone(), &self.limits);
+        let grants = self
+            .grants
+            .iter()
+            .filter(|grant| may_block || !grant.may_block());
+        for grant in grants {
             grant.prepare(plugin, &mut builder)?;
         }
         Ok(builder.build())

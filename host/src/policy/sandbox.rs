@@ -5,21 +5,33 @@
 //! Nothing in it is inherited from the host: no variable, argument or
 //! standard input unless a grant adds it, and what the plugin prints goes
 //! to resmux's log.
+//!
+//! Between two calls, an instance may keep only what cannot change meaning
+//! while it waits ([`Sandbox::resources_between_calls`]): its granted
+//! directories themselves, its standard streams, header fields and
+//! pollables. Any other handle (an open file or subdirectory, a file
+//! stream, a directory listing under way, a socket, an HTTP request,
+//! response, body or trailers, a type resmux does not know) keeps the
+//! instance from serving another call: a file moved out of its grant must
+//! not stay reachable, and traffic must not go on between calls.
 
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::sockets::{TcpSocket, UdpSocket};
+use wasmtime_wasi::filesystem::Descriptor;
+use wasmtime_wasi::p2::pipe::ClosedInputStream;
+use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, DynPollable};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-use wasmtime_wasi_http::p2::body::{HostIncomingBody, HostOutgoingBody};
-use wasmtime_wasi_http::p2::types::{
-    HostFutureIncomingResponse, HostIncomingResponse, HostOutgoingRequest,
-};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime_wasi_http::{FieldMap, WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::limits::{Limits, StoreLimiter};
 use super::network::{GrantedNames, HttpPolicy, LookupView, NetworkGrant};
 use super::output::PluginOutput;
+use super::standard::LiveStreams;
+
+/// A directory as the file system knows it: its device and inode.
+pub type DirectoryIdentity = (u64, u64);
 
 /// The host state of one plugin instance.
 pub struct Sandbox {
@@ -31,6 +43,8 @@ pub struct Sandbox {
     limiter: StoreLimiter,
     stdout: PluginOutput,
     stderr: PluginOutput,
+    streams: LiveStreams,
+    granted_directories: Vec<DirectoryIdentity>,
 }
 
 /// A sandbox being built: each grant adds its share.
@@ -43,25 +57,29 @@ pub struct SandboxBuilder {
     limiter: StoreLimiter,
     stdout: PluginOutput,
     stderr: PluginOutput,
+    streams: LiveStreams,
+    /// The directories granted to the instance, preopened: the only
+    /// descriptors it may keep between calls.
+    pub granted_directories: Vec<DirectoryIdentity>,
 }
 
 impl SandboxBuilder {
     /// A sandbox that grants `plugin` nothing yet, under its `limits`; what
-    /// it prints goes to the log. With `blocking`, file operations run on
-    /// the calling thread instead of tokio's blocking pool: a 1 KiB read
-    /// through the files plugin drops from about 370 us to about 50 us
-    /// (benches/read_path.rs), and a plugin with file grants runs each such
-    /// call on a thread of its own (see `runtime::plugin`), so an operation
-    /// that blocks holds only that thread. Without it, each file operation
-    /// goes to the blocking pool, so the call may run on the runtime's own
-    /// threads (`locate`).
-    pub fn new(plugin: Arc<str>, limits: &Limits, blocking: bool) -> Self {
+    /// it prints goes to the log. File operations run on the calling thread
+    /// rather than tokio's blocking pool: a 1 KiB read through the files
+    /// plugin drops from about 370 us to about 50 us (benches/read_path.rs),
+    /// and a plugin with file grants runs each call on a thread of its own
+    /// (see `runtime::plugin`), so an operation that blocks holds only that
+    /// thread.
+    pub fn new(plugin: Arc<str>, limits: &Limits) -> Self {
         let mut wasi = WasiCtxBuilder::new();
         let stdout = PluginOutput::stdout(plugin.clone());
         let stderr = PluginOutput::stderr(plugin.clone());
-        wasi.allow_blocking_current_thread(blocking)
-            .stdout(stdout.clone())
-            .stderr(stderr.clone());
+        let streams = LiveStreams::default();
+        wasi.allow_blocking_current_thread(true)
+            .stdin(streams.counted(ClosedInputStream))
+            .stdout(streams.counted(stdout.clone()))
+            .stderr(streams.counted(stderr.clone()));
         let mut table = ResourceTable::new();
         table.set_max_capacity(limits.max_handles as usize);
         Self {
@@ -73,6 +91,8 @@ impl SandboxBuilder {
             limiter: limits.limiter(),
             stdout,
             stderr,
+            streams,
+            granted_directories: Vec::new(),
         }
     }
 
@@ -86,6 +106,8 @@ impl SandboxBuilder {
             limiter: self.limiter,
             stdout: self.stdout,
             stderr: self.stderr,
+            streams: self.streams,
+            granted_directories: self.granted_directories,
         }
     }
 }
@@ -115,27 +137,37 @@ impl Sandbox {
         self.limiter.end_call()
     }
 
-    /// How many host resources (descriptors, streams, HTTP fields) the
-    /// instance holds between two calls, or `None` if one of them is
-    /// network traffic (a socket, an HTTP request, response or body), which
-    /// could go on working while no call runs.
+    /// How many host resources the instance holds between two calls, or
+    /// `None` if one of them may change meaning while it waits (see the
+    /// module's comment).
     pub fn resources_between_calls(&mut self) -> Option<usize> {
         let mut count = 0;
+        let mut streams = 0;
         for resource in self.table.iter_mut() {
-            let traffic = resource.is::<TcpSocket>()
-                || resource.is::<UdpSocket>()
-                || resource.is::<HostOutgoingRequest>()
-                || resource.is::<HostFutureIncomingResponse>()
-                || resource.is::<HostIncomingResponse>()
-                || resource.is::<HostOutgoingBody>()
-                || resource.is::<HostIncomingBody>();
-            if traffic {
+            count += 1;
+            if resource.is::<DynInputStream>() || resource.is::<DynOutputStream>() {
+                streams += 1;
+            } else if let Some(descriptor) = resource.downcast_ref::<Descriptor>() {
+                if !is_one_of(descriptor, &self.granted_directories) {
+                    return None;
+                }
+            } else if !(resource.is::<FieldMap>() || resource.is::<DynPollable>()) {
                 return None;
             }
-            count += 1;
         }
-        Some(count)
+        // Every stream is a standard one: none reads or writes a file.
+        (streams == self.streams.count()).then_some(count)
     }
+}
+
+/// Whether `descriptor` is one of `directories` itself (a granted directory,
+/// preopened or opened again), not a file or a directory below one.
+fn is_one_of(descriptor: &Descriptor, directories: &[DirectoryIdentity]) -> bool {
+    let Descriptor::Dir(dir) = descriptor else {
+        return false;
+    };
+    rustix::fs::fstat(dir.dir.as_fd())
+        .is_ok_and(|stat| directories.contains(&(stat.st_dev, stat.st_ino)))
 }
 
 impl WasiView for Sandbox {

@@ -9,10 +9,12 @@
 //! - its call answered: an instance whose call trapped, ran into a limit,
 //!   timed out or was cancelled is dropped with its store;
 //! - it ran `init` (one made for `about` did not);
-//! - it holds at most [`MAX_IDLE_HANDLES`] host resources and no network
-//!   traffic (a socket, an HTTP request, response or body could go on
-//!   working while no call runs), and the host's descriptor budget is more
-//!   than half free;
+//! - it holds at most [`MAX_IDLE_HANDLES`] host resources, each of a kind
+//!   that cannot change meaning while it waits (its granted directories
+//!   themselves, its standard streams, header fields, pollables: see
+//!   `policy::Sandbox::resources_between_calls`; no open file, no file
+//!   stream, no socket, no HTTP traffic), and the host's descriptor budget
+//!   is more than half free;
 //! - its plugin keeps fewer idle instances than its `concurrent_calls`, and
 //!   the process fewer than [`MAX_IDLE`], holding at most
 //!   [`MAX_IDLE_MEMORY`] of linear memory together.

@@ -5,10 +5,12 @@
 //!
 //! Whenever the host cannot read the file for the plugin (outside every
 //! grant, missing, not a regular file, on a filesystem that could hang,
-//! larger than the plugin's memory limit, or failing to read), the plugin's
-//! `read` answers instead: it stays the one place that answers errors and
-//! directories. The file is opened and read within the `locate` call, under
-//! its call slot and time limit ([`super::plugin`]).
+//! growing past the answer limit while read, or failing to read), the
+//! plugin's `read` answers instead: it stays the one place that answers
+//! errors and directories. A file larger than the answer limit when opened
+//! is refused with the error its answer would get, none of it read. The
+//! file is opened and read on tokio's blocking pool, under a call slot of
+//! the plugin's and its time limit ([`super::plugin`]).
 
 use std::fs::File;
 
@@ -16,7 +18,7 @@ use rustix::buffer::spare_capacity;
 use wasmtime::component::{Component, ComponentExportIndex, ComponentType, Lift, TypedFunc};
 
 use super::bindings::resmux::provider::types as wit;
-use crate::contract::{Body, Content, ReadResult};
+use crate::contract::{Body, Content, ProviderError, ReadResult};
 use crate::policy::Policy;
 
 /// The interface a locating plugin exports beside the contract.
@@ -43,12 +45,31 @@ pub fn export_of(component: &Component) -> Option<ComponentExportIndex> {
 }
 
 /// The answer for `path`, read from the file `located` names through the
-/// grants of `policy`, or none if the plugin's `read` must answer.
-pub fn read(policy: &Policy, path: &str, located: Located) -> Option<ReadResult> {
-    let opened = policy.open_located(&located.file)?;
-    let bytes = read_at_most(&opened.file, opened.size, policy.limits.memory_bytes())?;
+/// grants of `policy`, or none if the plugin's `read` must answer. A file
+/// larger than the plugin's `max_read_bytes` is refused before any of it is
+/// read, as its answer would be.
+pub fn read(
+    plugin: &str,
+    policy: &Policy,
+    path: &str,
+    located: Located,
+) -> Result<Option<ReadResult>, ProviderError> {
+    let Some(opened) = policy.open_located(&located.file) else {
+        return Ok(None);
+    };
+    let limit = policy.limits.answers.max_read_bytes;
+    if opened.size > limit {
+        return Err(ProviderError::Fault(format!(
+            "plugin {plugin}: the file {:?} it located for {path:?} holds {} bytes, over its max_read_bytes of {limit}",
+            located.file, opened.size
+        )));
+    }
+    let most = policy.limits.memory_bytes().min(usize::try_from(limit).unwrap_or(usize::MAX));
+    let Some(bytes) = read_at_most(&opened.file, opened.size, most) else {
+        return Ok(None);
+    };
     let (mime_type, body) = answer(located.mime_type, located.text, bytes);
-    Some(ReadResult {
+    Ok(Some(ReadResult {
         contents: vec![Content {
             path: path.to_owned(),
             mime_type: Some(mime_type),
@@ -56,7 +77,7 @@ pub fn read(policy: &Policy, path: &str, located: Located) -> Option<ReadResult>
             meta: None,
         }],
         cache: located.cache.map(Into::into),
-    })
+    }))
 }
 
 /// The bytes of `file` if it holds at most `most`: read into a buffer of

@@ -12,9 +12,16 @@
 //!
 //! A plugin with file grants that exports `locate` is asked where a
 //! resource's file is before it is asked to read it ([`super::locate`]).
-//! `locate` runs in a lane of its own: instances whose file operations go to
-//! tokio's blocking pool, so the call runs on the caller's thread, never
-//! waiting for a thread of its own; the host then reads the file itself.
+//! `locate` runs in a lane of its own: instances without the plugin's file
+//! grants, which can only compute, so the call runs on the caller's thread,
+//! never waiting for a thread of its own and never blocking it. The host
+//! then reads the file itself, on tokio's blocking pool, under one of the
+//! plugin's call slots: at most `concurrent_calls` threads are ever busy
+//! with a plugin's files, whatever kind of call.
+//!
+//! A call's time limit runs from when it holds its slot; waiting for one is
+//! bounded by the same limit, and a call that never got one is refused as
+//! busy, which says nothing of the plugin's health.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,11 +83,9 @@ struct Shared {
 struct Locating {
     export: ComponentExportIndex,
     idle: Arc<Idle>,
-    /// Set once a `locate` call ran out of time: a file operation there
-    /// may be stuck on one of tokio's blocking threads, which nothing can
-    /// free, so the plugin's reads go to `read` alone from then on and at
-    /// most its `concurrent_calls` such threads are ever stuck.
-    given_up: AtomicBool,
+    /// Set when `init` failed on an instance without file grants, as
+    /// `locate`'s are, at start: the plugin's reads go to `read` alone.
+    unable: AtomicBool,
 }
 
 /// Which instances a call runs on.
@@ -89,8 +94,7 @@ enum Lane {
     /// The plugin's own: file operations block the thread, which is one of
     /// the call's own if the plugin has file grants.
     Serving,
-    /// `locate`'s: file operations go to tokio's blocking pool, and the call
-    /// runs on the caller's thread.
+    /// `locate`'s: no file grants, and the call runs on the caller's thread.
     Locating,
 }
 
@@ -164,7 +168,7 @@ impl WasmPlugin {
             .map(|export| Locating {
                 export,
                 idle: new_idle(),
-                given_up: AtomicBool::new(false),
+                unable: AtomicBool::new(false),
             });
         Self {
             shared: Arc::new(Shared {
@@ -204,12 +208,19 @@ impl WasmPlugin {
 
     /// Starts a fresh instance and runs `init`, to prove the plugin can
     /// serve; a locating plugin also starts an instance of its `locate`
-    /// lane, which proves its `locate` export has the contract's type.
+    /// lane, which proves its `locate` export has the contract's type, and
+    /// is read through `read` alone if `init` fails there without files.
     pub async fn start(&self) -> Result<(), ProviderError> {
-        let locating = self.shared.locating.as_ref().map(|_| Lane::Locating);
-        for lane in std::iter::once(Lane::Serving).chain(locating) {
-            self.run(lane, "init", On::Started, None, async |_, _| Ok(Ok(())))
-                .await?;
+        let started = |lane| self.run(lane, "init", On::Started, None, async |_, _| Ok(Ok(())));
+        started(Lane::Serving).await?;
+        if let Some(locating) = &self.shared.locating
+            && let Err(error) = started(Lane::Locating).await
+        {
+            locating.unable.store(true, Ordering::Relaxed);
+            tracing::warn!(
+                plugin = %self.shared.name,
+                "locate is not used: init failed on an instance without file grants, as locate's are ({error}); reads go through read"
+            );
         }
         Ok(())
     }
@@ -221,12 +232,11 @@ impl WasmPlugin {
         let Some(locating) = &self.shared.locating else {
             return Ok(None);
         };
-        if locating.given_up.load(Ordering::Relaxed) {
+        if locating.unable.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let shared = self.shared.clone();
         let owned = path.to_owned();
-        let answer = self
+        let located = self
             .run(
                 Lane::Locating,
                 "locate",
@@ -236,15 +246,15 @@ impl WasmPlugin {
                     let locate = exports.locate().ok_or_else(|| {
                         wasmtime::Error::msg("an instance of the locate lane lacks locate")
                     })?;
-                    let (located,) = locate.call_async(store, (owned.clone(),)).await?;
-                    // Read here, so the file is read under the call's slot
-                    // and time limit.
-                    Ok(located.map(|located| {
-                        located.and_then(|located| locate::read(&shared.policy, &owned, located))
-                    }))
+                    let (located,) = locate.call_async(store, (owned,)).await?;
+                    Ok(located)
                 },
             )
             .await?;
+        let Some(located) = located else {
+            return Ok(None);
+        };
+        let answer = self.shared.read_located_file(path, located).await?;
         if answer.is_some() {
             // Only a whole answer says the path is healthy: `locate` alone
             // must not wipe out the faults of the path's `read`.
@@ -308,9 +318,6 @@ impl WasmPlugin {
         if answered(&outcome) && lane == Lane::Serving {
             shared.health.record_success(path);
         }
-        if lane == Lane::Locating && ended == Ended::Faulted(FaultKind::Timeout) {
-            shared.stop_locating();
-        }
         shared.meter.call(operation, ended, started.elapsed());
         if ended != Ended::Answered {
             span.record("error.type", ended.outcome());
@@ -358,20 +365,14 @@ impl Shared {
             )));
         }
         let timeout = self.policy.limits.timeout();
-        let started = Instant::now();
         let (slot, reused, handles) = match tokio::time::timeout(timeout, self.hold(lane, on)).await
         {
             Ok(held) => held.map_err(Failed::Busy)?,
-            Err(_) => {
-                return Err(Failed::Busy(ProviderError::Unavailable(format!(
-                    "plugin {} is busy: its {} call slots (or the host's descriptor budget) stayed taken for {} ms",
-                    self.name,
-                    self.policy.limits.concurrent_calls,
-                    timeout.as_millis()
-                ))));
-            }
+            Err(_) => return Err(Failed::Busy(self.busy())),
         };
-        let left = timeout.saturating_sub(started.elapsed());
+        // The call's own time starts now: time spent waiting for a slot
+        // that other calls held is not the plugin's.
+        let left = timeout;
         if self.may_block && lane == Lane::Serving {
             let runner = self.clone();
             let runtime = tokio::runtime::Handle::current();
@@ -443,6 +444,48 @@ impl Shared {
         Ok((slot, reused, handles))
     }
 
+    /// Reads the file `located` names for `path`, on tokio's blocking pool
+    /// under one of the plugin's call slots (held until the read returns,
+    /// even after the caller gave up on it) and its time limit.
+    async fn read_located_file(
+        self: &Arc<Self>,
+        path: &str,
+        located: locate::Located,
+    ) -> Result<Option<ReadResult>, ProviderError> {
+        let timeout = self.policy.limits.timeout();
+        let slot = match tokio::time::timeout(timeout, self.call_slots.clone().acquire_owned()).await
+        {
+            Ok(slot) => slot.expect("the call semaphore is never closed"),
+            Err(_) => return Err(self.busy()),
+        };
+        let shared = self.clone();
+        let owned = path.to_owned();
+        let read = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            locate::read(&shared.name, &shared.policy, &owned, located)
+        });
+        match tokio::time::timeout(timeout, read).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(failure)) => Err(ProviderError::Fault(format!(
+                "plugin {}: reading the file it located for {path:?} failed: {failure}",
+                self.name
+            ))),
+            Err(_) => Err(ProviderError::Unavailable(format!(
+                "plugin {}: reading the file it located for {path:?} took longer than its time limit of {} ms",
+                self.name, self.policy.limits.timeout_ms
+            ))),
+        }
+    }
+
+    /// The error of a call that never got a call slot (or its share of the
+    /// host's descriptor budget) within the plugin's time limit.
+    fn busy(&self) -> ProviderError {
+        ProviderError::Unavailable(format!(
+            "plugin {} is busy: its {} call slots (or the host's descriptor budget) stayed taken for {} ms",
+            self.name, self.policy.limits.concurrent_calls, self.policy.limits.timeout_ms
+        ))
+    }
+
     fn timed_out(&self, operation: &str) -> Failed {
         Failed::Faulted(
             FaultKind::Timeout,
@@ -456,18 +499,6 @@ impl Shared {
     /// The error of a call whose grants could not be given to its instance.
     fn unprepared(&self, error: anyhow::Error) -> ProviderError {
         ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
-    }
-
-    /// Stops asking `locate` (see [`Locating::given_up`]).
-    fn stop_locating(&self) {
-        if let Some(locating) = &self.locating
-            && !locating.given_up.swap(true, Ordering::Relaxed)
-        {
-            tracing::error!(
-                plugin = %self.name,
-                "locate ran out of time; the plugin's reads go through read alone until it is loaded again"
-            );
-        }
     }
 
     /// The idle instances of `lane`.
@@ -487,11 +518,18 @@ impl Shared {
         store.limiter(|sandbox| sandbox.limiter());
         // The deadline falls due only while the plugin's code runs: each tick
         // there is charged to its CPU budget, then the call yields so the
-        // runtime stays responsive and the wall-clock limit can act.
+        // wall-clock limit can act and the runtime stays responsive. It
+        // yields through tokio's `yield_now`, which lets the worker poll for
+        // I/O before it runs the call again: a plain yield requeues the task
+        // at once, and a worker whose every task spins polls I/O only every
+        // 61 of them (another client's ping waited up to a second).
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|mut context| {
             if context.data_mut().limiter().tick() {
-                Ok(UpdateDeadline::Yield(1))
+                Ok(UpdateDeadline::YieldCustom(
+                    1,
+                    Box::pin(tokio::task::yield_now()),
+                ))
             } else {
                 Err(wasmtime::Error::msg("CPU time limit reached"))
             }

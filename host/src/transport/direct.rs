@@ -24,6 +24,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use futures::future::BoxFuture;
@@ -44,7 +45,12 @@ pub struct DirectReads {
     handler: Observed,
     /// Set by [`PeerHandover`] once the session is open.
     peer: OnceLock<Peer<RoleServer>>,
-    in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// Each read in flight here by its own number: a client may reuse a
+    /// request id, and each of its reads is still answered.
+    in_flight: Mutex<HashMap<u64, (RequestId, CancellationToken)>>,
+    next_read: AtomicU64,
+    /// Woken whenever a read ends.
+    read_ended: tokio::sync::Notify,
 }
 
 /// The session's handler as rmcp sees it. The request that opens the
@@ -112,7 +118,23 @@ impl DirectReads {
             handler,
             peer: OnceLock::new(),
             in_flight: Mutex::default(),
+            next_read: AtomicU64::new(0),
+            read_ended: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Waits until fewer than `most` reads are in flight here.
+    pub async fn until_fewer_than(&self, most: usize) {
+        loop {
+            let ended = self.read_ended.notified();
+            let mut ended = std::pin::pin!(ended);
+            // Registered before the count is read, so no end goes unheard.
+            ended.as_mut().enable();
+            if self.in_flight().len() < most {
+                return;
+            }
+            ended.await;
+        }
     }
 
     /// From now on, reads are answered here; `peer` is rmcp's, for this
@@ -141,17 +163,22 @@ impl DirectReads {
         }
     }
 
-    /// Cancels the read in flight that `message` cancels, if it is one of
-    /// these.
+    /// Cancels the reads in flight that `message` cancels, if it names
+    /// any of these.
     fn cancel_if_named(&self, message: &ClientJsonRpcMessage) {
         if let JsonRpcMessage::Notification(JsonRpcNotification {
             notification: ClientNotification::CancelledNotification(cancelled),
             ..
         }) = message
             && let Some(id) = &cancelled.params.request_id
-            && let Some(read) = self.in_flight().remove(id)
         {
-            read.cancel();
+            self.in_flight().retain(|_, (read, cancel)| {
+                let named = read == id;
+                if named {
+                    cancel.cancel();
+                }
+                !named
+            });
         }
     }
 
@@ -182,7 +209,7 @@ impl DirectReads {
         })
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (RequestId, CancellationToken)>> {
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -193,16 +220,17 @@ impl DirectReads {
 /// answered, cancelled, dropped unfinished, or panicking.
 struct InFlight {
     reads: Arc<DirectReads>,
-    id: RequestId,
+    number: u64,
     finished: bool,
 }
 
 impl InFlight {
     fn new(reads: Arc<DirectReads>, id: RequestId, cancel: CancellationToken) -> Self {
-        reads.in_flight().insert(id.clone(), cancel);
+        let number = reads.next_read.fetch_add(1, Ordering::Relaxed);
+        reads.in_flight().insert(number, (id, cancel));
         Self {
             reads,
-            id,
+            number,
             finished: false,
         }
     }
@@ -210,14 +238,21 @@ impl InFlight {
     /// Whether the read is still wanted, that is not cancelled meanwhile.
     fn finish(mut self) -> bool {
         self.finished = true;
-        self.reads.in_flight().remove(&self.id).is_some()
+        self.end()
+    }
+
+    /// Takes the read off those in flight; whether it was still there.
+    fn end(&self) -> bool {
+        let was_there = self.reads.in_flight().remove(&self.number).is_some();
+        self.reads.read_ended.notify_waiters();
+        was_there
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         if !self.finished {
-            self.reads.in_flight().remove(&self.id);
+            self.end();
         }
     }
 }

@@ -15,11 +15,16 @@
 //! Reads, once the session is open, do not go to rmcp's loop at all: the
 //! transport hands them to [`DirectReads`], runs each right here until it
 //! first waits ([`Stdio::answer_read`]), and writes their answers itself.
+//!
+//! A client that sends faster than it reads its answers is held back: stdin
+//! is not read while [`MAX_READS_IN_FLIGHT`] reads are in flight or
+//! [`MAX_WAITING_BYTES`] of answers wait for stdout, so such a client costs
+//! resmux at most those answers, however many requests it sends.
 
 use std::borrow::Cow;
 use std::io::{self, IoSlice};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -59,6 +64,13 @@ const WRITE_AFTER_ANSWERS: usize = 64;
 /// times stdin runs dry; reads after that go straight to tasks of their own.
 const INLINE_BUDGET: Duration = Duration::from_millis(1);
 
+/// Reads in flight at once; stdin waits while this many are.
+const MAX_READS_IN_FLIGHT: usize = 32;
+
+/// Bytes of answers queued or being written to stdout before stdin waits
+/// for the client to read them.
+const MAX_WAITING_BYTES: usize = 16 * 1024 * 1024;
+
 /// How long the answers of reads in flight may take once stdin has
 /// closed: as long as rmcp gives its own handlers.
 const DRAIN_WITHIN: Duration = Duration::from_secs(5);
@@ -90,6 +102,8 @@ where
             lines: FramedRead::new(input, Lines::default()),
             outbox: Arc::new(Outbox {
                 queued: Mutex::new(Vec::new()),
+                waiting_bytes: AtomicUsize::new(0),
+                written: tokio::sync::Notify::new(),
                 writer_on_its_way: AtomicBool::new(false),
                 output: tokio::sync::Mutex::new(Some(output)),
             }),
@@ -149,6 +163,22 @@ where
         });
     }
 
+    /// Waits until fewer than [`MAX_WAITING_BYTES`] of answers wait for
+    /// stdout, with a writer on its way while they do.
+    async fn until_answers_leave(&self) {
+        loop {
+            let written = self.outbox.written.notified();
+            let mut written = std::pin::pin!(written);
+            // Registered before the count is read, so no write goes unheard.
+            written.as_mut().enable();
+            if self.outbox.waiting_bytes.load(Ordering::Acquire) < MAX_WAITING_BYTES {
+                return;
+            }
+            self.write_queued_soon();
+            written.await;
+        }
+    }
+
     /// Writes `answer` once it is ready, unless it comes to nothing (a
     /// cancelled read); [`Self::close`] waits for it.
     fn send_when_ready(&self, answer: BoxFuture<'static, Option<ServerJsonRpcMessage>>) {
@@ -179,6 +209,8 @@ where
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
+            self.reads.until_fewer_than(MAX_READS_IN_FLIGHT).await;
+            self.until_answers_leave().await;
             let next_line = std::future::poll_fn(|context| {
                 let next_line = self.lines.poll_next_unpin(context);
                 // Nothing more for now, the end of stdin, or an error.
@@ -255,6 +287,10 @@ where
 /// `perf`) when most carried one answer.
 struct Outbox<W> {
     queued: Mutex<Vec<Vec<u8>>>,
+    /// Bytes queued or being written.
+    waiting_bytes: AtomicUsize,
+    /// Woken whenever a write ends.
+    written: tokio::sync::Notify,
     /// Set from when a task is spawned to write what is queued until a
     /// writer holds stdout and is about to take the queue.
     writer_on_its_way: AtomicBool,
@@ -273,10 +309,13 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
 
     /// Queues `line`; how many answers are queued now.
     fn queue(&self, line: Vec<u8>) -> usize {
+        self.waiting_bytes.fetch_add(line.len(), Ordering::AcqRel);
         let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
         queued.push(line);
         queued.len()
     }
+
+
 
     fn has_queued(&self) -> bool {
         !self
@@ -291,13 +330,13 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
         let mut output = self.output.lock().await;
         // From here on, whatever is queued next needs a writer of its own.
         self.writer_on_its_way.store(false, Ordering::Release);
-        let ready = self.take_queued();
+        let ready = Taken::new(self);
         let writer = output.as_mut().ok_or_else(stdout_closed)?;
-        if ready.is_empty() {
+        if ready.lines.is_empty() {
             // An earlier sender took this answer along.
             return Ok(());
         }
-        let written = match write_all_vectored(writer, &ready).await {
+        let written = match write_all_vectored(writer, &ready.lines).await {
             Ok(()) => writer.flush().await,
             Err(error) => Err(error),
         };
@@ -310,6 +349,30 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
 
     fn take_queued(&self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.queued.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// Answers taken off the queue to be written: they count as waiting until
+/// they are written, or dropped with stdout.
+struct Taken<'outbox, W> {
+    outbox: &'outbox Outbox<W>,
+    lines: Vec<Vec<u8>>,
+}
+
+impl<'outbox, W: AsyncWrite + Unpin> Taken<'outbox, W> {
+    fn new(outbox: &'outbox Outbox<W>) -> Self {
+        Self {
+            lines: outbox.take_queued(),
+            outbox,
+        }
+    }
+}
+
+impl<W> Drop for Taken<'_, W> {
+    fn drop(&mut self) {
+        let bytes = self.lines.iter().map(Vec::len).sum();
+        self.outbox.waiting_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.outbox.written.notify_waiters();
     }
 }
 

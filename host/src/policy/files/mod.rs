@@ -26,7 +26,7 @@ use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use serde::Deserialize;
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi::FsPerms;
 
 use single::SingleFile;
 
@@ -76,7 +76,7 @@ struct FileGrants(Vec<FileGrant>);
 impl Grant for FileGrants {
     fn prepare(&self, _: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()> {
         for grant in &self.0 {
-            grant.configure(&mut sandbox.wasi)?;
+            grant.configure(sandbox)?;
         }
         Ok(())
     }
@@ -267,16 +267,24 @@ impl FileGrant {
     }
 
     /// Preopens the held directory, or the file's private directory, in a
-    /// new instance's WASI context.
-    fn configure(&self, wasi: &mut WasiCtxBuilder) -> Result<()> {
+    /// new instance's WASI context: the one directory of the grant the
+    /// instance may keep open between calls.
+    fn configure(&self, sandbox: &mut SandboxBuilder) -> Result<()> {
         let perms = match self.access {
             Access::ReadOnly => FsPerms::ReadOnly,
             Access::ReadWrite => FsPerms::ReadWrite,
         };
         let dir = self.current_dir()?;
-        wasi.preopened_dir(held_path(dir), self.preopen_path(), perms)
+        sandbox
+            .wasi
+            .preopened_dir(held_path(dir), self.preopen_path(), perms)
             .map_err(anyhow::Error::from)
             .with_context(|| format!("cannot open granted path {}", self.host.display()))?;
+        let stat = rustix::fs::fstat(dir)
+            .with_context(|| format!("cannot stat granted path {}", self.host.display()))?;
+        sandbox
+            .granted_directories
+            .push((stat.st_dev, stat.st_ino));
         Ok(())
     }
 }

@@ -1,0 +1,240 @@
+//! One plugin or one client holding up the others, over stdio, tried as an
+//! attacker would: a client that never reads its answers, reused request
+//! ids, a plugin that locates a huge file, spins, or fills its call slots.
+//! Each test checks the host-side state (memory, threads), that other
+//! requests keep being answered, and the error that names the limit.
+
+use std::time::{Duration, Instant};
+
+use resmux_tests::{Folder, RawServer, error_message, mkfifo};
+use serde_json::json;
+
+/// A figure of `/proc/PID/status`, in KiB.
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
+
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count()
+}
+
+/// The liar with `data` granted at `/data` and the limits in `limits`.
+fn liar_with(limits: &str) -> Folder {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .plugin("notes", "notes")
+        .manifest(
+            "liar",
+            &format!("[[files]]\nhost = \"data\"\nguest = \"/data\"\n[limits]\n{limits}\n"),
+        )
+        .file("data/x.txt", b"x");
+    folder
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_its_answers_is_held_back() {
+    let folder = Folder::new();
+    folder.plugin("liar", "liar");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let before = status_kib(server.pid(), "VmRSS");
+    // 250 reads of 4 MiB each (5.6 MiB as base64 in JSON): 1.4 GiB of
+    // answers if they all queued. The client reads none for a while.
+    let mut ids = Vec::new();
+    for _ in 0..250 {
+        ids.push(server.send_read("liar://huge/4").await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for id in ids {
+        let response = server.response(id).await.unwrap();
+        assert_eq!(
+            response["result"]["contents"][0]["blob"]
+                .as_str()
+                .map(str::len),
+            Some(5_592_408),
+            "read {id} is answered whole"
+        );
+    }
+    let peak = status_kib(server.pid(), "VmHWM");
+    // 32 reads in flight and 16 MiB waiting, each read's answer held once
+    // as bytes and once encoded, on top of where it started.
+    assert!(
+        peak < before + 600 * 1024,
+        "peak RSS {peak} KiB, from {before} KiB at the start"
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn reads_that_reuse_a_request_id_are_each_answered() {
+    let folder = Folder::new();
+    folder.plugin("notes", "notes");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let read = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "resources/read",
+        "params": { "uri": "notes://notes/welcome" }
+    });
+    server.send_line(&read.to_string()).await.unwrap();
+    server.send_line(&read.to_string()).await.unwrap();
+    for _ in 0..2 {
+        let answer = server.next_message().await.unwrap();
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert!(answer["result"]["contents"][0]["text"].is_string(), "{answer}");
+    }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_located_file_over_the_answer_limit_is_refused_before_it_is_read() {
+    let folder = liar_with("");
+    // 255 MiB, sparse: below the plugin's memory limit, far above its
+    // answer limit.
+    let big = std::fs::File::create(folder.path().join("data/big.bin")).unwrap();
+    big.set_len(255 << 20).unwrap();
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let before = status_kib(server.pid(), "VmRSS");
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(server.send_read("liar://located/data/big.bin").await.unwrap());
+    }
+    for id in ids {
+        let response = server.response(id).await.unwrap();
+        assert!(
+            error_message(&response).contains(
+                "plugin liar: the file \"/data/big.bin\" it located for \"located/data/big.bin\" holds 267386880 bytes, over its max_read_bytes of 16777216"
+            ),
+            "{response}"
+        );
+    }
+    let peak = status_kib(server.pid(), "VmHWM");
+    assert!(
+        peak < before + 64 * 1024,
+        "peak RSS {peak} KiB, from {before} KiB: the file was read"
+    );
+    assert_eq!(server.read_text("liar://located/data/x.txt").await, "x");
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_locate_that_runs_out_of_time_leaves_locate_on_for_other_paths() {
+    let folder = liar_with("timeout_ms = 500");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let spun = server.read_error("liar://locate-spin").await;
+    assert!(
+        spun.contains("plugin liar exceeded its time limit of 500 ms in locate"),
+        "{spun}"
+    );
+    // Other paths are still located, and read by the host.
+    assert_eq!(server.read_text("liar://located/data/x.txt").await, "x");
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn time_spent_waiting_for_a_call_slot_is_not_counted_against_the_plugin() {
+    let folder = liar_with("timeout_ms = 1000\nconcurrent_calls = 1");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    // The first read holds the one slot for 700 ms; the second waits for
+    // it, then needs 600 ms of its own: more than its limit all told, well
+    // within it from when it runs.
+    let first = server.send_read("liar://sleep/700").await.unwrap();
+    let second = server.send_read("liar://sleep/600").await.unwrap();
+    for id in [first, second] {
+        let response = server.response(id).await.unwrap();
+        assert!(response["result"]["contents"].is_array(), "{response}");
+    }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn locate_can_open_no_file_so_no_thread_is_stuck_in_it() {
+    let folder = liar_with("concurrent_calls = 4\ntimeout_ms = 1000");
+    mkfifo(&folder.path().join("data/fifo"));
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let before = threads(server.pid());
+    let mut ids = Vec::new();
+    for _ in 0..16 {
+        ids.push(server.send_read("liar://locate-open/data/fifo").await.unwrap());
+    }
+    for id in ids {
+        let response = server.response(id).await.unwrap();
+        assert!(
+            error_message(&response).contains("opened: false"),
+            "locate has no files to open: {response}"
+        );
+    }
+    // Reads that open the FIFO through `read` block: each holds a call
+    // slot and its thread, so at most `concurrent_calls` threads are stuck.
+    let mut ids = Vec::new();
+    for _ in 0..16 {
+        ids.push(server.send_read("liar://open//data/fifo").await.unwrap());
+    }
+    for id in ids {
+        let response = server.response(id).await.unwrap();
+        let message = error_message(&response);
+        assert!(
+            message.contains("exceeded its time limit of 1000 ms in read")
+                || message.contains("is busy: its 4 call slots")
+                || message.contains("is quarantined"),
+            "{response}"
+        );
+    }
+    let stuck = threads(server.pid()).saturating_sub(before);
+    assert!(
+        stuck <= 4,
+        "{stuck} more threads than before, over concurrent_calls (4)"
+    );
+    assert!(
+        server
+            .read_text("notes://notes/welcome")
+            .await
+            .starts_with("# Welcome")
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(folder.path().join("data/fifo"))
+        .map(drop)
+        .unwrap();
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_ping_is_answered_while_every_core_runs_a_spinning_plugin() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ncpu_ms = 3000\ntimeout_ms = 4000\n");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    let mut spinning = Vec::new();
+    for _ in 0..cores {
+        spinning.push(server.send_read("liar://spin").await.unwrap());
+    }
+    // Let the spinning reads take the runtime's threads.
+    server
+        .wait_for_log("spin", 0, Duration::from_millis(300))
+        .await;
+    let mut slowest = Duration::ZERO;
+    for _ in 0..5 {
+        let started = Instant::now();
+        let pong = server.request("ping", json!({})).await.unwrap();
+        assert_eq!(pong["result"], json!({}), "{pong}");
+        slowest = slowest.max(started.elapsed());
+    }
+    assert!(
+        slowest < Duration::from_millis(250),
+        "a ping waited {slowest:?} behind {cores} spinning reads"
+    );
+    for id in spinning {
+        let response = server.response(id).await.unwrap();
+        assert!(
+            error_message(&response).contains("exceeded its CPU time limit of 3000 ms"),
+            "{response}"
+        );
+    }
+    server.stop().await.unwrap();
+}
