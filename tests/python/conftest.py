@@ -152,3 +152,14 @@ def provider_and_resource(tmp_path):
     provider = Provider(resource, tmp_path)
     yield provider, resource
     provider.stop()
+
+
+@pytest.fixture
+def unanswering():
+    """An issuer that takes connections and never answers on them
+    (idp.Unanswering)."""
+    from idp import Unanswering
+
+    issuer = Unanswering()
+    yield issuer
+    issuer.close()

@@ -7,6 +7,7 @@ import hashlib
 import json
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -16,6 +17,9 @@ from conftest import INITIALIZE, ROOT, logged, post
 NODE = ROOT / "tests/node/node_modules/.bin/node"
 IDP = ROOT / "tests/node/idp.mjs"
 STATIC_TOKEN = "static-token-0123456789"
+# How long resmux waits on the issuer for its keys or an answer about a
+# token (ISSUER_DEADLINE in host/src/access/oauth/fetch.rs, stated in README).
+ISSUER_DEADLINE = 5
 CLIENTS = [
     {"client_id": "reader", "client_secret": "readersecret0123", "scope": "mcp:read", "groups": ["finance"]},
     {"client_id": "auditor", "client_secret": "auditorsecret012", "scope": "mcp:read", "groups": ["audit"]},
@@ -84,6 +88,33 @@ class Provider:
         self.process.wait(30)
 
 
+class Unanswering:
+    """An issuer that takes every connection and never answers on it: a raw
+    listening socket on an ephemeral loopback port whose connections are held
+    open, unread, until `close`."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.issuer = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.held = []
+        threading.Thread(target=self.hold, daemon=True).start()
+
+    def hold(self):
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            self.held.append(connection)
+
+    def close(self):
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        for connection in self.held:
+            connection.close()
 
 
 def protected(
@@ -138,6 +169,11 @@ def assert_refused(server, token, status, www_authenticate, reason):
     assert "jsonrpc" not in body and "mcp-session-id" not in headers
     if reason is not None:
         assert logged(server, f"refused a request: {reason}", 30), "".join(server.log)
+
+
+def encoded(value):
+    """`value` as JSON in base64url without padding: a part of a JWT."""
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
 
 
 def claims(server, **changes):

@@ -4,15 +4,27 @@ tokens): resmux finds the endpoint in the issuer's metadata, asks as a
 client of the issuer, and holds the answer to the same rules as a JWT's
 claims (active, issuer, audience, scopes). Active answers are kept: a token
 already vouched for still works while the provider is down; a new one does
-not."""
+not. An issuer that never answers holds a request no longer than the
+issuer's deadline."""
 
 import asyncio
 import json
+import time
 
 import pytest
 
 from conftest import connect
-from idp import NODE, Provider, assert_refused, challenge, free_port, initialize, invalid, protected
+from idp import (
+    ISSUER_DEADLINE,
+    NODE,
+    Provider,
+    assert_refused,
+    challenge,
+    free_port,
+    initialize,
+    invalid,
+    protected,
+)
 
 INTROSPECTION = (
     "[oauth.introspection]\n"
@@ -88,3 +100,23 @@ def test_an_answer_is_kept_so_a_vouched_token_outlives_an_outage_and_a_new_one_d
     assert initialize(opaque.url, known)[0] == 200
     reason = "the issuer could not be asked about the token"
     assert_refused(opaque, fresh, 401, invalid(opaque, reason), reason)
+
+
+def test_an_issuer_that_never_answers_is_given_up_on_at_the_deadline(serve, tmp_path, unanswering):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    resource = f"http://127.0.0.1:{free_port()}/mcp"
+    server = protected(
+        serve,
+        tmp_path,
+        unanswering,
+        resource,
+        plugins=plugins,
+        auth_extra=INTROSPECTION,
+        env={"RESMUX_TEST_INTROSPECTION_SECRET": "resmuxsecret0123"},
+    )
+    reason = f"the issuer did not answer within {ISSUER_DEADLINE} s"
+    asked = time.monotonic()
+    assert_refused(server, "made-up-opaque-token-0123456789abcdef", 401, invalid(server, reason), reason)
+    waited = time.monotonic() - asked
+    assert waited < ISSUER_DEADLINE + 5, f"refused {waited:.1f} s after asking"

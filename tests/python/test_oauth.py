@@ -3,7 +3,8 @@
 access tokens with resource indicators. Each refusal is checked for its
 status, its exact `WWW-Authenticate` challenge, the reason resmux logs, and
 that nothing was served; the official Python client finds its way in from
-the 401 alone."""
+the 401 alone. An issuer that takes connections and never answers holds
+neither the start nor a request past the issuer's deadline."""
 
 import asyncio
 import base64
@@ -12,6 +13,7 @@ import json
 import re
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
@@ -19,8 +21,20 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import all_resource_uris
-from idp import STATIC_TOKEN, assert_refused, challenge, claims, initialize, invalid, metadata_url, protected
+from conftest import all_resource_uris, logged
+from idp import (
+    ISSUER_DEADLINE,
+    STATIC_TOKEN,
+    assert_refused,
+    challenge,
+    claims,
+    encoded,
+    free_port,
+    initialize,
+    invalid,
+    metadata_url,
+    protected,
+)
 
 
 @pytest.fixture
@@ -75,6 +89,15 @@ def test_a_signed_token_with_a_wrong_claim_is_refused(guarded, change, reason):
     assert_refused(guarded, token, 401, expected, re.sub(r"'(\w+)'", r'"\1"', reason))
 
 
+@pytest.mark.parametrize("others", [[], ["http://127.0.0.1:1/another-issuer"]])
+def test_a_signed_token_whose_iss_is_a_list_holding_the_issuer_is_refused(guarded, others):
+    # RFC 7519 §4.1.1: `iss` is one string, never a list that holds it.
+    token = guarded.provider.sign(claims(guarded, iss=[guarded.provider.issuer, *others]))
+    reason = "the token's 'iss' claim is not a single string"
+    expected = invalid(guarded, reason)
+    assert_refused(guarded, token, 401, expected, reason.replace("'iss'", '"iss"'))
+
+
 def test_a_token_with_a_bad_signature_is_refused(guarded):
     header, payload, signature = guarded.provider.token("reader", "mcp:read", guarded.resource).split(".")
     forged = json.loads(base64.urlsafe_b64decode(payload + "=="))
@@ -97,10 +120,7 @@ def test_a_token_signed_with_the_public_key_as_a_shared_secret_is_refused(guarde
     with urllib.request.urlopen(f"{guarded.provider.issuer}/jwks", timeout=30) as response:
         key = json.load(response)["keys"][0]
 
-    def part(value):
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-
-    signing_input = f"{part({'alg': 'HS256', 'typ': 'at+jwt', 'kid': key['kid']})}.{part(claims(guarded))}"
+    signing_input = f"{encoded({'alg': 'HS256', 'typ': 'at+jwt', 'kid': key['kid']})}.{encoded(claims(guarded))}"
     secret = json.dumps(key).encode()
     signature = base64.urlsafe_b64encode(hmac.new(secret, signing_input.encode(), "sha256").digest()).decode()
     reason = "the token is signed with HS256, which this server does not accept"
@@ -155,6 +175,36 @@ def test_unknown_keys_are_not_fetched_again_within_the_refetch_interval(serve, t
     expected = invalid(server, reason)
     assert_refused(server, after, 401, expected, f'the issuer has no key "{new_kid}"')
     assert initialize(server.url, before)[0] == 200
+
+
+def test_an_issuer_that_never_answers_holds_neither_the_start_nor_a_request_past_the_deadline(
+    serve, tmp_path, unanswering
+):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    resource = f"http://127.0.0.1:{free_port()}/mcp"
+    started = time.monotonic()
+    server = protected(serve, tmp_path, unanswering, resource, plugins=plugins)
+    with urllib.request.urlopen(server.url.replace("/mcp", "/healthz"), timeout=30) as response:
+        assert response.read() == b"live\n"
+    # Waiting on the issuer at start would take its whole deadline.
+    listening_after = time.monotonic() - started
+    assert listening_after < ISSUER_DEADLINE - 1, f"listened {listening_after:.1f} s after start"
+
+    server.provider, server.resource = unanswering, resource
+    header = {"alg": "RS256", "typ": "at+jwt", "kid": "never-published"}
+    token = f"{encoded(header)}.{encoded(claims(server))}.{encoded('no signature')}"
+    reason = f"the issuer did not answer within {ISSUER_DEADLINE} s"
+    expected = invalid(server, reason)
+    asked = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda _: assert_refused(server, token, 401, expected, reason), range(2)))
+    waited = time.monotonic() - asked
+    assert waited < ISSUER_DEADLINE + 5, f"refused {waited:.1f} s after asking"
+    assert logged(server, f"cannot fetch the issuer's keys (tried again when a token needs them): {reason}")
+    # One fetch, shared by start and both requests, gave up on the first
+    # metadata URL at the deadline instead of going on to the second.
+    assert len(unanswering.held) == 1
 
 
 class MemoryStorage:

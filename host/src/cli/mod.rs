@@ -368,7 +368,7 @@ pub async fn run(command: Command) -> Result<()> {
             let access = admission(tokens.as_deref(), auth.as_deref(), access_policy.as_deref())?
                 .map(Arc::new);
             if let Some(oauth) = access.as_ref().and_then(|access| access.oauth.as_ref()) {
-                oauth.prefetch_keys().await;
+                oauth.prefetch_keys();
             }
             let http = http.map(|address| HttpOptions {
                 address,

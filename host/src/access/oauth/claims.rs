@@ -2,7 +2,9 @@
 //! name RFC 9068 requires), the client (`client_id`, else `azp`), the scopes
 //! (`scope` as RFC 9068 and RFC 8693 give it, or `scp` as a string or a
 //! list) and the groups (the operator's groups claim, a list or a string).
-//! Also the words a refusal uses.
+//! A token whose `iss` is not one string is refused here: RFC 7519 makes it
+//! one, and jsonwebtoken lets a list that holds the issuer through. Also the
+//! words a refusal uses.
 
 use std::collections::BTreeSet;
 
@@ -21,6 +23,9 @@ pub fn principal(
     groups_claim: &str,
     subject_claims: &[&str],
 ) -> Result<Principal, String> {
+    if claims.get("iss").is_some_and(|iss| !iss.is_string()) {
+        return Err("the token's \"iss\" claim is not a single string".to_owned());
+    }
     let subject = match subject_claims.iter().find_map(|name| claims.get(*name)) {
         Some(Value::String(subject)) if !subject.is_empty() => subject.clone(),
         Some(_) => return Err("the token's \"sub\" claim is not a name".to_owned()),

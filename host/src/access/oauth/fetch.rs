@@ -1,22 +1,27 @@
 //! Fetching the issuer's documents (metadata, keys, introspection answers):
 //! HTTPS checked against
 //! the system's trust store (with the process's TLS provider, ring, which
-//! `main` installs), plain HTTP only on loopback, no redirects, a
-//! time limit and a size limit.
+//! `main` installs), plain HTTP only on loopback, no redirects, a size limit,
+//! and one deadline, [`ISSUER_DEADLINE`], on everything resmux asks the
+//! issuer for one purpose: discovery and the key set together, or one
+//! introspection (its discovery included).
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::de::DeserializeOwned;
+use tokio::time::Instant;
 use url::Url;
 
-/// The longest a document may take to arrive.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest resmux waits on the issuer for one purpose (its keys, or an
+/// answer about a token), however many documents that takes.
+const ISSUER_DEADLINE: Duration = Duration::from_secs(5);
 /// The largest document read.
 const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 
 /// An HTTP client for the issuer's documents; clones share one connection
-/// pool.
+/// pool. Its requests have no time limit of their own: each runs under
+/// [`by`] and a deadline.
 #[derive(Clone)]
 pub struct Fetcher {
     client: reqwest::Client,
@@ -25,7 +30,6 @@ pub struct Fetcher {
 impl Fetcher {
     pub fn new() -> Result<Self> {
         let client = reqwest::Client::builder()
-            .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("resmux/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -58,6 +62,24 @@ impl Fetcher {
             .form(form);
         read_json(request.send().await?).await
     }
+}
+
+/// The issuer did not answer by the deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("the issuer did not answer within {} s", ISSUER_DEADLINE.as_secs())]
+pub struct Unanswered;
+
+/// When resmux stops waiting on the issuer for what it asks from now on.
+pub fn deadline() -> Instant {
+    Instant::now() + ISSUER_DEADLINE
+}
+
+/// What `work` comes to, or [`Unanswered`] if it has not ended by `deadline`
+/// (it is then dropped).
+pub async fn by<T>(deadline: Instant, work: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout_at(deadline, work)
+        .await
+        .map_err(|_| Unanswered)?
 }
 
 /// A successful answer's body, at most [`MAX_DOCUMENT_BYTES`], as JSON.

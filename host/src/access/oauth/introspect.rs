@@ -6,7 +6,10 @@
 //! until the token expires, whichever comes first; a refusal for
 //! [`REFUSAL_KEPT`]. So that made-up tokens cannot flood the issuer, at most
 //! [`MAX_ASKING`] questions are in flight at once, and a failed discovery of
-//! the endpoint is not tried again for [`DISCOVERY_RETRY`].
+//! the endpoint is not tried again for [`DISCOVERY_RETRY`]. A question (the
+//! endpoint's discovery, a turn and the answer together) ends by the
+//! issuer's deadline ([`fetch::by`]): past it, the token is refused as
+//! unanswered.
 //!
 //! ```toml
 //! [oauth.introspection]
@@ -17,7 +20,7 @@
 //! ```
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
@@ -29,7 +32,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{OnceCell, Semaphore};
 use url::Url;
 
-use super::fetch::{Fetcher, require_secure};
+use super::fetch::{self, Fetcher, Unanswered, require_secure};
 use super::keys::discover;
 use crate::access::TokenSource;
 
@@ -73,7 +76,8 @@ pub struct Introspection {
     client_secret: String,
     configured_endpoint: Option<Url>,
     discovered_endpoint: OnceCell<Url>,
-    discovery_failed: Mutex<Option<Instant>>,
+    /// When discovery last failed, and the refusal it gave.
+    discovery_failed: Mutex<Option<(Instant, String)>>,
     asking: Semaphore,
     keep_for: Duration,
     kept: Cache<[u8; 32], Kept>,
@@ -149,24 +153,26 @@ impl Introspection {
             check(&claims, expected)?;
             return Ok(claims);
         }
-        let endpoint = self.endpoint(expected.issuer).await?;
-        let _turn = self
-            .asking
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
-        let answer: Map<String, Value> = self
-            .fetcher
-            .post_form(
-                endpoint,
-                (&self.client_id, &self.client_secret),
-                &[("token", token), ("token_type_hint", "access_token")],
-            )
-            .await
-            .map_err(|error| {
-                tracing::warn!(%endpoint, "token introspection failed: {error:#}");
-                "the issuer could not be asked about the token".to_owned()
-            })?;
+        let deadline = fetch::deadline();
+        let endpoint = self.endpoint(expected.issuer, deadline).await?;
+        let asked = async {
+            let _turn = self
+                .asking
+                .acquire()
+                .await
+                .expect("the semaphore is never closed");
+            self.fetcher
+                .post_form::<Map<String, Value>>(
+                    endpoint,
+                    (&self.client_id, &self.client_secret),
+                    &[("token", token), ("token_type_hint", "access_token")],
+                )
+                .await
+        };
+        let answer = fetch::by(deadline, asked).await.map_err(|error| {
+            tracing::warn!(%endpoint, "token introspection failed: {error:#}");
+            unasked(&error)
+        })?;
         let (answer, for_as_long_as) = match check(&answer, expected) {
             Ok(lives_for) => (
                 Ok(Arc::new(answer)),
@@ -186,38 +192,52 @@ impl Introspection {
         answer
     }
 
-    async fn endpoint(&self, issuer: &str) -> Result<&Url, String> {
+    /// The endpoint, discovered by `deadline` if the operator names none.
+    async fn endpoint(&self, issuer: &str, deadline: tokio::time::Instant) -> Result<&Url, String> {
         if let Some(url) = &self.configured_endpoint {
             return Ok(url);
         }
-        let unreachable = || "the issuer could not be asked about the token".to_owned();
-        let failed = *self
-            .discovery_failed
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        if self.discovered_endpoint.get().is_none()
-            && failed.is_some_and(|when| when.elapsed() < DISCOVERY_RETRY)
-        {
-            return Err(unreachable());
+        if let Some(url) = self.discovered_endpoint.get() {
+            return Ok(url);
         }
-        self.discovered_endpoint
-            .get_or_try_init(|| async {
-                let metadata = discover(&self.fetcher, issuer).await?;
-                let url = metadata
-                    .introspection_endpoint
-                    .context("the issuer's metadata names no introspection_endpoint")?;
-                require_secure(&url)?;
-                anyhow::Ok(url)
-            })
-            .await
-            .map_err(|error| {
-                tracing::warn!(issuer, "no introspection endpoint: {error:#}");
-                *self
-                    .discovery_failed
-                    .lock()
-                    .unwrap_or_else(|poison| poison.into_inner()) = Some(Instant::now());
-                unreachable()
-            })
+        let recent_failure = self
+            .last_discovery_failure()
+            .as_ref()
+            .filter(|(when, _)| when.elapsed() < DISCOVERY_RETRY)
+            .map(|(_, refusal)| refusal.clone());
+        if let Some(refusal) = recent_failure {
+            return Err(refusal);
+        }
+        let discovery = self.discovered_endpoint.get_or_try_init(|| async {
+            let metadata = discover(&self.fetcher, issuer).await?;
+            let url = metadata
+                .introspection_endpoint
+                .context("the issuer's metadata names no introspection_endpoint")?;
+            require_secure(&url)?;
+            anyhow::Ok(url)
+        });
+        fetch::by(deadline, discovery).await.map_err(|error| {
+            tracing::warn!(issuer, "no introspection endpoint: {error:#}");
+            let refusal = unasked(&error);
+            *self.last_discovery_failure() = Some((Instant::now(), refusal.clone()));
+            refusal
+        })
+    }
+
+    fn last_discovery_failure(&self) -> MutexGuard<'_, Option<(Instant, String)>> {
+        self.discovery_failed
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+/// The refusal of a token the issuer could not be asked about because of
+/// `error`.
+fn unasked(error: &anyhow::Error) -> String {
+    if error.is::<Unanswered>() {
+        error.to_string()
+    } else {
+        "the issuer could not be asked about the token".to_owned()
     }
 }
 

@@ -7,10 +7,12 @@
 //! older than [`KEYS_MAX_STALE`] answers no more. Each fetch runs as a task of
 //! its own that every waiting request shares: a request that goes away does
 //! not cancel it, and a slow issuer holds each request up once, not once per
-//! request before it.
+//! request before it. A fetch (discovery and the key set together) ends by
+//! the issuer's deadline ([`fetch::by`]); when one fails, a token whose key
+//! is not held is refused with the reason, until a fetch works.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -22,7 +24,7 @@ use serde::Deserialize;
 use tokio::task::AbortHandle;
 use url::Url;
 
-use super::fetch::Fetcher;
+use super::fetch::{self, Fetcher, Unanswered};
 
 /// How long a fetched key set is trusted before it is fetched again.
 const KEYS_MAX_AGE: Duration = Duration::from_secs(15 * 60);
@@ -47,6 +49,26 @@ pub enum KeyError {
     Ambiguous,
     #[error("the issuer's keys cannot be fetched")]
     Unavailable,
+    #[error("{0}")]
+    Unanswered(Unanswered),
+}
+
+/// How the last fetch failed.
+#[derive(Clone, Copy)]
+enum FetchFailure {
+    /// The issuer did not answer by the deadline.
+    Unanswered,
+    /// Any other way (logged).
+    Failed,
+}
+
+impl From<FetchFailure> for KeyError {
+    fn from(failure: FetchFailure) -> Self {
+        match failure {
+            FetchFailure::Unanswered => Self::Unanswered(Unanswered),
+            FetchFailure::Failed => Self::Unavailable,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -55,6 +77,8 @@ struct KeySet {
     without_id: Vec<Key>,
     /// When the set arrived; none before the first fetch that worked.
     fetched_at: Option<Instant>,
+    /// How the fetches since the set arrived failed, if they did.
+    failure: Option<FetchFailure>,
 }
 
 impl KeySet {
@@ -77,6 +101,10 @@ impl KeySet {
                 _ => Err(KeyError::Ambiguous),
             },
         }
+    }
+
+    fn len(&self) -> usize {
+        self.by_id.len() + self.without_id.len()
     }
 
     fn is_fresh(&self) -> bool {
@@ -126,15 +154,10 @@ impl Keys {
         }))
     }
 
-    /// Fetches the keys now and says how many there are, or none if the
-    /// fetch failed (and logged why); a server calls it once at start.
-    pub async fn prefetch(&self) -> Option<usize> {
-        if let Some(refresh) = self.refresh() {
-            refresh.await;
-        }
-        let set = self.current();
-        set.fetched_at
-            .map(|_| set.by_id.len() + set.without_id.len())
+    /// Starts fetching the keys in the background; a server calls it once at
+    /// start, and does not wait for it.
+    pub fn prefetch(&self) {
+        drop(self.refresh());
     }
 
     /// The key a token with key id `kid` is signed with.
@@ -152,12 +175,19 @@ impl Keys {
                 return Ok(key);
             }
             Err(KeyError::Ambiguous) => return Err(KeyError::Ambiguous),
-            Err(KeyError::Unknown(_) | KeyError::Unavailable) => {}
+            Err(_) => {}
         }
         if let Some(refresh) = self.refresh() {
             refresh.await;
         }
-        self.current().find(kid)
+        let set = self.current();
+        match (set.find(kid), set.failure) {
+            // Whether the issuer has the key is not known: say why.
+            (Err(KeyError::Unknown(_) | KeyError::Unavailable), Some(failure)) => {
+                Err(failure.into())
+            }
+            (found, _) => found,
+        }
     }
 
     /// The key set as last fetched.
@@ -205,17 +235,29 @@ impl Keys {
 
 impl Inner {
     async fn fetch_and_keep(&self) {
-        match self.fetch().await {
+        match fetch::by(fetch::deadline(), self.fetch()).await {
             Ok(set) => {
-                *self
-                    .set
-                    .write()
-                    .unwrap_or_else(|poison| poison.into_inner()) = set;
+                tracing::info!(issuer = %self.issuer, "fetched {} keys of the issuer", set.len());
+                *self.set_mut() = set;
             }
             Err(error) => {
-                tracing::warn!(issuer = %self.issuer, "cannot fetch the issuer's keys: {error:#}");
+                tracing::warn!(
+                    issuer = %self.issuer,
+                    "cannot fetch the issuer's keys (tried again when a token needs them): {error:#}"
+                );
+                self.set_mut().failure = Some(if error.is::<Unanswered>() {
+                    FetchFailure::Unanswered
+                } else {
+                    FetchFailure::Failed
+                });
             }
         }
+    }
+
+    fn set_mut(&self) -> RwLockWriteGuard<'_, KeySet> {
+        self.set
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     async fn fetch(&self) -> Result<KeySet> {

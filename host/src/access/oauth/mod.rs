@@ -221,18 +221,11 @@ impl ResourceServer {
         })
     }
 
-    /// Fetches the issuer's keys at start. A failure is logged, not fatal:
-    /// the keys are fetched again when a token arrives.
-    pub async fn prefetch_keys(&self) {
-        match self.keys.prefetch().await {
-            Some(count) => {
-                tracing::info!(issuer = %self.issuer, "fetched {count} keys of the issuer")
-            }
-            None => tracing::warn!(
-                issuer = %self.issuer,
-                "no keys of the issuer yet; will try again when a token arrives"
-            ),
-        }
+    /// Starts fetching the issuer's keys, in the background: a server calls it
+    /// at start and listens at once. A failure is logged, not fatal: the keys
+    /// are fetched again when a token needs them.
+    pub fn prefetch_keys(&self) {
+        self.keys.prefetch();
     }
 
     pub fn issuer(&self) -> &str {
