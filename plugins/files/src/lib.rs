@@ -30,8 +30,9 @@ const MAX_COMPLETIONS: usize = 100;
 struct Files {
     /// The granted directory's guest path.
     root: String,
-    /// The root as WASI opened it.
-    tree: tree::Root,
+    /// The root as WASI opened it; none on the instances resmux asks
+    /// `locate` on, which have no files and only compute names.
+    tree: Option<tree::Root>,
     page_size: usize,
 }
 
@@ -53,13 +54,20 @@ impl Plugin for Files {
             })?,
         };
         config.finish()?;
+        if !tree::has_files() {
+            return Ok(Files {
+                tree: None,
+                root,
+                page_size,
+            });
+        }
         std::fs::metadata(&root).map_err(|error| {
             Error::Unavailable(format!(
                 "root {root:?} cannot be read ({error}); grant it under [[files]]"
             ))
         })?;
         Ok(Files {
-            tree: tree::Root::open(&root)?,
+            tree: Some(tree::Root::open(&root)?),
             root,
             page_size,
         })
@@ -67,7 +75,7 @@ impl Plugin for Files {
 
     fn list(&self, cursor: Option<String>) -> Result<ResourcePage, Error> {
         // The cursor is the last path sent: stable even if files come and go.
-        let (files, more) = tree::page(&self.tree, cursor.as_deref(), self.page_size)?;
+        let (files, more) = tree::page(self.tree()?, cursor.as_deref(), self.page_size)?;
         Ok(ResourcePage {
             next_cursor: files.last().filter(|_| more).map(|file| file.path.clone()),
             resources: files.iter().map(resource).collect(),
@@ -102,7 +110,7 @@ impl Plugin for Files {
         // `dir/` names `dir`, and `a.txt/` names `a.txt`.
         let relative = decoded.trim_end_matches('/');
         let host_path = tree::resolve(&self.root, relative)?;
-        let contents = match tree::read(&self.tree, relative)? {
+        let contents = match tree::read(self.tree()?, relative)? {
             tree::Found::Directory => tree::entries(&host_path, relative)?
                 .into_iter()
                 .map(|entry| Content {
@@ -184,6 +192,14 @@ impl Plugin for Files {
             text: mime_type.is_some_and(mime::is_text),
             cache: None,
         }))
+    }
+}
+
+impl Files {
+    fn tree(&self) -> Result<&tree::Root, Error> {
+        self.tree
+            .as_ref()
+            .ok_or_else(|| Error::Internal("this instance has no files".into()))
     }
 }
 

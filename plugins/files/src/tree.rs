@@ -239,6 +239,12 @@ pub struct Root {
     base: String,
 }
 
+/// Whether this instance was given any directory: resmux gives none to the
+/// instances it asks `locate` on.
+pub fn has_files() -> bool {
+    !get_directories().is_empty()
+}
+
 impl Root {
     /// The preopened directory `root` lies in, the deepest if several do.
     pub fn open(root: &str) -> Result<Self, Error> {
