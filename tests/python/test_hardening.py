@@ -1,15 +1,21 @@
 """HTTP hardening, tried as a hostile client would: a legacy session opened
 with one client's token cannot be used with another's; a client that never
-finishes its headers is cut off; connections over the cap are closed while
-the server keeps answering."""
+finishes its headers, or trickles its body in, is cut off; connections over
+the cap are closed while the server keeps answering; one source address
+flooding the MCP port or the metrics listener with stalled connections holds
+its share of them, and another source's `initialize` and the probes keep
+answering."""
 
 import hashlib
+import select
 import socket
+import threading
 import time
 import urllib.request
 
 import conftest
 from conftest import INITIALIZE, ROOT, logged
+from idp import free_port
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-9876543210ab"
@@ -53,9 +59,74 @@ def test_a_session_belongs_to_the_token_that_opened_it(serve, tmp_path):
     assert logged(server, "refused a request on a session another client opened")
 
 
-def raw_connection(url):
+def address_of(url):
     host, port = url.removeprefix("http://").removesuffix("/mcp").rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=30)
+    return host, int(port)
+
+
+def raw_connection(url):
+    return socket.create_connection(address_of(url), timeout=30)
+
+
+class Flood:
+    """A client at the loopback address `source` (Linux routes all of
+    127.0.0.0/8 to loopback, so it is a source of its own) that keeps `count`
+    connections to `address` stalled in their headers, opening a new one as
+    soon as one is closed: it holds as many as resmux lets it, for as long as
+    it runs."""
+
+    STALLED = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+
+    def __init__(self, address, source, count):
+        self.address, self.source, self.count = address, source, count
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.stop.set()
+        self.thread.join(30)
+
+    def open_one(self):
+        connection = socket.create_connection(self.address, timeout=5, source_address=(self.source, 0))
+        try:
+            connection.sendall(self.STALLED)
+        except OSError:  # closed by resmux before the headers went out
+            connection.close()
+            return None
+        return connection
+
+    def run(self):
+        held = []
+        while not self.stop.is_set():
+            for _ in range(self.count - len(held)):
+                try:
+                    connection = self.open_one()
+                except OSError:
+                    continue
+                if connection is not None:
+                    held.append(connection)
+            # A connection resmux closed reads as the end (or a reset).
+            closed, _, _ = select.select(held, [], [], 0.05)
+            for connection in closed:
+                held.remove(connection)
+                connection.close()
+        for connection in held:
+            connection.close()
+
+
+def answered_within(url, seconds, data=None):
+    """The status and body of a GET (or a POST of `data`) from 127.0.0.1,
+    which must answer within `seconds`."""
+    request = urllib.request.Request(url, data=data, method="POST" if data else "GET", headers=HEADERS)
+    started = time.monotonic()
+    with urllib.request.urlopen(request, timeout=seconds) as response:
+        status, body = response.status, response.read().decode()
+    assert time.monotonic() - started < seconds
+    return status, body
 
 
 def test_a_client_that_never_finishes_its_headers_is_cut_off(server):
@@ -70,8 +141,73 @@ def test_a_client_that_never_finishes_its_headers_is_cut_off(server):
     assert 9 <= closed_after < 25, closed_after
 
 
+def test_a_request_body_that_trickles_in_is_cut_off(server):
+    host, port = address_of(server.url)
+    trickling = raw_connection(server.url)
+    trickling.sendall(
+        f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n".encode()
+    )
+    trickling.settimeout(2)
+    started = time.monotonic()
+    answer = b""
+    # One byte of the body every 2 s, until resmux answers or closes.
+    while not answer:
+        try:
+            answer = trickling.recv(4096)
+            if not answer:
+                break
+        except TimeoutError:
+            assert time.monotonic() - started < 40, "the trickling body was never cut off"
+            trickling.sendall(b" ")
+    cut_after = time.monotonic() - started
+    trickling.settimeout(10)
+    try:
+        while chunk := trickling.recv(4096):
+            answer += chunk
+    except ConnectionResetError:
+        pass
+    trickling.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert b"connection: close" in answer.lower(), answer
+    assert (
+        b"the request body arrived too slowly: a body may take 10 s, and 1 s more for each 4096 bytes that arrive"
+        in answer
+    ), answer
+    # 10 s, and a few bytes' worth more: well under a second.
+    assert 9 <= cut_after < 25, cut_after
+    assert logged(server, "cut off a request whose body arrived too slowly")
+
+
+def test_one_source_flooding_stalled_connections_shuts_no_other_source_out(serve):
+    server = serve(args=("--max-connections", "16"))
+    probe = server.url.replace("/mcp", "/healthz")
+    # The flood asks for all 16; its share is 4 (an eighth, at least 4).
+    with Flood(address_of(server.url), "127.0.0.2", 16):
+        assert logged(server, "closed a connection: source 127.0.0.2 holds 4 connections, the most one source may hold")
+        for _ in range(5):
+            status, body = answered_within(server.url, 5, INITIALIZE)
+            assert status == 200 and '"serverInfo"' in body, body
+            assert answered_within(probe, 5) == (200, "live\n")
+
+
+def test_the_metrics_listener_answers_probes_while_one_source_floods_it(serve):
+    metrics = ("127.0.0.1", free_port())
+    server = serve(args=("--metrics", f"{metrics[0]}:{metrics[1]}"))
+    base = f"http://{metrics[0]}:{metrics[1]}"
+    # The listener holds 64 connections, 8 from one source.
+    with Flood(metrics, "127.0.0.2", 64):
+        assert logged(server, "closed a connection: source 127.0.0.2 holds 8 connections, the most one source may hold")
+        for _ in range(5):
+            assert answered_within(f"{base}/healthz", 5) == (200, "live\n")
+            assert answered_within(f"{base}/readyz", 5) == (200, "ready\n")
+            status, _ = answered_within(f"{base}/metrics", 5)
+            assert status == 200
+
+
 def test_connections_over_the_cap_are_closed_and_the_server_keeps_answering(serve):
-    server = serve(args=("--max-connections", "8"))
+    # One source may hold all 8 here, so that it meets the cap.
+    server = serve(args=("--max-connections", "8", "--max-connections-per-source", "8"))
     held = [raw_connection(server.url) for _ in range(8)]
     for connection in held:
         connection.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")

@@ -4,7 +4,8 @@ access tokens with resource indicators. Each refusal is checked for its
 status, its exact `WWW-Authenticate` challenge, the reason resmux logs, and
 that nothing was served; the official Python client finds its way in from
 the 401 alone. An issuer that takes connections and never answers holds
-neither the start nor a request past the issuer's deadline."""
+neither the start nor a request past the issuer's deadline. The issuer's subjects never become metric
+labels."""
 
 import asyncio
 import base64
@@ -205,6 +206,32 @@ def test_an_issuer_that_never_answers_holds_neither_the_start_nor_a_request_past
     # One fetch, shared by start and both requests, gave up on the first
     # metadata URL at the deadline instead of going on to the second.
     assert len(unanswering.held) == 1
+
+
+def test_every_subject_of_the_issuer_is_one_metrics_series_named_oauth(serve, tmp_path, provider_and_resource):
+    provider, resource = provider_and_resource
+    metrics = f"127.0.0.1:{free_port()}"
+    server = protected(serve, tmp_path, provider, resource, tokens=True, args=("--metrics", metrics))
+    server.provider, server.resource = provider, resource
+    for number in range(200):
+        token = provider.sign(claims(server, sub=f"user{number}@corp.example"))
+        assert initialize(server.url, token)[0] == 200
+    assert initialize(server.url, STATIC_TOKEN)[0] == 200
+
+    expected = [
+        'resmux_client_requests_total{client="oauth",mcp_method_name="initialize"} 200',
+        'resmux_client_requests_total{client="ops",mcp_method_name="initialize"} 1',
+    ]
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=30) as response:
+            exposition = response.read().decode()
+        series = sorted(line for line in exposition.splitlines() if line.startswith("resmux_client_requests_total{"))
+        if series == expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert series == expected, exposition
+    assert "corp.example" not in exposition and "user1" not in exposition
 
 
 class MemoryStorage:

@@ -1,6 +1,7 @@
 //! What an operator relies on, tried against the real binary: Prometheus
 //! (Debian's, started here) scraping `--metrics` after known traffic and
 //! `promtool` linting the exposition, the probes with and without tokens,
+//! scrapes that need the metrics token,
 //! stderr that stalls without stalling reads, JSON logs that carry no
 //! answer of a plugin, and `resmux top`.
 
@@ -280,20 +281,27 @@ async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
     server.stop().await.unwrap();
 }
 
+/// The token scrapes of `/metrics` carry in the probes test.
+const METRICS_TOKEN: &str = "the-metrics-token-0123456789";
+
 #[tokio::test]
-async fn probes_answer_without_a_token_while_mcp_needs_one() {
+async fn probes_answer_without_a_token_while_mcp_and_metrics_need_theirs() {
     let folder = notes_and_liar();
     folder.file(
         "tokens.toml",
         b"[clients.alice]\ntoken = { from_env = \"ALICE_TOKEN\" }\nschemes = [\"*\"]\n",
     );
+    folder.file("metrics.token", format!("{METRICS_TOKEN}\n").as_bytes());
     let (mcp, metrics) = (free_address(), free_address());
     let tokens = folder.path().join("tokens.toml");
+    let metrics_token = folder.path().join("metrics.token");
     let mut server = tokio::process::Command::new(resmux_bin())
         .args(["serve", "--plugins"])
         .arg(folder.path())
         .args(["--http", &mcp, "--metrics", &metrics, "--tokens"])
         .arg(&tokens)
+        .arg("--metrics-token-file")
+        .arg(&metrics_token)
         .env("ALICE_TOKEN", "the-secret-of-alice-0123456789")
         .env("RESMUX_CACHE_DIR", resmux_tests::cache_dir())
         .stdout(Stdio::null())
@@ -324,10 +332,30 @@ async fn probes_answer_without_a_token_while_mcp_needs_one() {
     assert_eq!(status, 401, "the MCP endpoint still needs a token");
     let (status, _) = http_get(&mcp, "/metrics", &[]).unwrap();
     assert_ne!(status, 200, "metrics are not served on the MCP port");
+    assert_eq!(
+        http_get(&metrics, "/metrics", &[]).unwrap(),
+        (
+            401,
+            "/metrics needs the metrics token as a bearer token: no bearer token\n".to_owned()
+        )
+    );
+    for wrong in [
+        "Bearer the-metrics-token-0123456788",
+        "Bearer the-metrics-token-012345678",
+        "Basic dGhlLW1ldHJpY3MtdG9rZW4tMDEyMzQ1Njc4OQ==",
+    ] {
+        let (status, body) = http_get(&metrics, "/metrics", &[("Authorization", wrong)]).unwrap();
+        assert_eq!(status, 401, "{wrong}: {body}");
+        assert!(!body.contains("resmux_"), "{wrong}: {body}");
+    }
+    let bearer = format!("Bearer {METRICS_TOKEN}");
     let (status, body) = http_get(
         &metrics,
         "/metrics",
-        &[("Accept", "application/openmetrics-text")],
+        &[
+            ("Accept", "application/openmetrics-text"),
+            ("Authorization", bearer.as_str()),
+        ],
     )
     .unwrap();
     assert_eq!(status, 200);
@@ -335,6 +363,31 @@ async fn probes_answer_without_a_token_while_mcp_needs_one() {
         body.ends_with("# EOF\n"),
         "OpenMetrics when asked for: {body}"
     );
+
+    // `resmux top` scrapes with the token it is given, and says what is
+    // missing without it.
+    let top = |token: Option<&Path>| {
+        let mut command = Command::new(resmux_bin());
+        command.args(["top", &metrics, "--once", "--interval", "0.1"]);
+        if let Some(token) = token {
+            command.arg("--token-file").arg(token);
+        }
+        command.output().unwrap()
+    };
+    let refused = top(None);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("answered 401 Unauthorized: give the metrics token with --token-file"),
+        "{stderr}"
+    );
+    let shown = top(Some(&metrics_token));
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("PLUGIN"));
     server.kill().await.unwrap();
 }
 

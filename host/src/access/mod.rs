@@ -37,6 +37,10 @@ use self::policy::{AccessPolicy, SchemeGrant};
 use self::principal::Principal;
 use crate::namespace::Scope;
 
+/// What the name of an issuer's client starts with, before its subject;
+/// a tokens file's client names have no `:`.
+const OAUTH_PREFIX: &str = "oauth:";
+
 /// One client, as every request it makes is answered.
 #[derive(Clone)]
 pub struct Client {
@@ -79,6 +83,18 @@ impl Client {
             reads: None,
         });
         LOCAL.clone()
+    }
+
+    /// The client as metrics label it: a tokens file's client and `local`
+    /// by name (the operator chose those names, and there are as many as
+    /// the operator listed), every client of an issuer as `oauth` (its
+    /// subjects are personal, and there is no bound on how many there are).
+    pub fn metrics_label(&self) -> &str {
+        if self.name.starts_with(OAUTH_PREFIX) {
+            "oauth"
+        } else {
+            &self.name
+        }
     }
 
     /// Takes one read from the client's rate limit, or says when to retry.
@@ -168,7 +184,7 @@ impl Admission {
         scopes: BTreeSet<String>,
         client_id: Option<String>,
     ) -> Result<Client> {
-        if let Some(subject) = name.strip_prefix("oauth:") {
+        if let Some(subject) = name.strip_prefix(OAUTH_PREFIX) {
             let server = self
                 .oauth
                 .as_ref()
@@ -217,7 +233,7 @@ impl Admission {
     /// The client an issuer's token for `principal` stands for: `oauth:` and
     /// its subject, guarded by the access policy.
     fn oauth_client(&self, principal: Principal) -> Client {
-        let name = format!("oauth:{}", principal.subject);
+        let name = format!("{OAUTH_PREFIX}{}", principal.subject);
         let guard = self.policy.guard(&name, &principal);
         Client {
             name: name.into(),

@@ -11,6 +11,7 @@ mod policy;
 mod query;
 mod top;
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,7 +26,7 @@ use resmux::policy::Ceiling;
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use resmux::telemetry::logs::LogFormat;
-use resmux::transport::{self, HttpOptions};
+use resmux::transport::{self, ConnectionLimits, HttpOptions};
 
 /// Entries of one listing page, unless --page-size says otherwise.
 const DEFAULT_PAGE_SIZE: u32 = 100;
@@ -93,6 +94,12 @@ pub enum Command {
         /// HTTP connections open at once; more are closed as they arrive.
         #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, requires = "http")]
         max_connections: usize,
+        /// HTTP connections one source (an IPv4 address, an IPv6 /64) may
+        /// hold at once; default: an eighth of --max-connections, at least 4.
+        /// Behind a reverse proxy every client is the proxy's address: raise
+        /// it to --max-connections there, and bound clients at the proxy.
+        #[arg(long, requires = "http")]
+        max_connections_per_source: Option<NonZeroUsize>,
         /// Append one JSON line per read to this file.
         #[arg(long, env = "RESMUX_AUDIT_LOG")]
         audit_log: Option<PathBuf>,
@@ -100,9 +107,14 @@ pub enum Command {
         #[arg(long, default_value_t = 64)]
         response_cache_mib: u64,
         /// Serve Prometheus metrics at http://ADDR/metrics, and the probes
-        /// /healthz and /readyz, on a listener of their own (no token).
+        /// /healthz and /readyz, on a listener of their own (the probes
+        /// never need a token).
         #[arg(long, env = "RESMUX_METRICS")]
         metrics: Option<std::net::SocketAddr>,
+        /// A file holding the bearer token scrapes of /metrics must carry
+        /// (Prometheus: `authorization: { credentials_file: FILE }`).
+        #[arg(long, env = "RESMUX_METRICS_TOKEN_FILE", requires = "metrics")]
+        metrics_token_file: Option<PathBuf>,
         /// Name the resource URI (`mcp.resource.uri`) in the spans of reads
         /// and subscriptions; left out unless asked for, as URIs may carry
         /// data.
@@ -120,6 +132,10 @@ pub enum Command {
         /// Print one table (over one interval) and exit, for scripts.
         #[arg(long)]
         once: bool,
+        /// A file holding the metrics token, for a server started with
+        /// --metrics-token-file.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
     },
     /// List every resource of the namespace.
     List(FolderArgs),
@@ -360,11 +376,17 @@ pub async fn run(command: Command) -> Result<()> {
             auth,
             access_policy,
             max_connections,
+            max_connections_per_source,
             audit_log,
             response_cache_mib,
             metrics,
+            metrics_token_file,
             trace_uris,
         } => {
+            let metrics_token = metrics_token_file
+                .as_deref()
+                .map(transport::read_metrics_token)
+                .transpose()?;
             let access = admission(tokens.as_deref(), auth.as_deref(), access_policy.as_deref())?
                 .map(Arc::new);
             if let Some(oauth) = access.as_ref().and_then(|access| access.oauth.as_ref()) {
@@ -375,7 +397,10 @@ pub async fn run(command: Command) -> Result<()> {
                 allowed_hosts,
                 allowed_origins,
                 access,
-                max_connections,
+                connections: ConnectionLimits::new(
+                    max_connections,
+                    max_connections_per_source.map(NonZeroUsize::get),
+                ),
             });
             let audit = audit_log.as_deref().map(AuditLog::open).transpose()?;
             let options = ServeOptions {
@@ -383,6 +408,7 @@ pub async fn run(command: Command) -> Result<()> {
                 audit,
                 response_cache_bytes: response_cache_mib.saturating_mul(1024 * 1024),
                 metrics,
+                metrics_token,
                 trace_uris,
             };
             let runtime = folder.cache.runtime()?;
@@ -392,7 +418,15 @@ pub async fn run(command: Command) -> Result<()> {
             address,
             interval,
             once,
-        } => top::top(&address, std::time::Duration::from_secs_f64(interval), once).await,
+            token_file,
+        } => {
+            let token = token_file
+                .as_deref()
+                .map(transport::read_metrics_token)
+                .transpose()?;
+            let interval = std::time::Duration::from_secs_f64(interval);
+            top::top(&address, token.as_deref(), interval, once).await
+        }
         Command::List(folder) => query::list(folder).await,
         Command::Templates(folder) => query::templates(folder).await,
         Command::Read {
@@ -486,6 +520,8 @@ struct ServeOptions {
     audit: Option<AuditLog>,
     response_cache_bytes: u64,
     metrics: Option<std::net::SocketAddr>,
+    /// The bearer token scrapes of `/metrics` must carry.
+    metrics_token: Option<String>,
     trace_uris: bool,
 }
 
@@ -496,7 +532,7 @@ async fn serve(
     options: ServeOptions,
 ) -> Result<()> {
     if let Some(address) = options.metrics {
-        transport::serve_metrics(address).await?;
+        transport::serve_metrics(address, options.metrics_token.as_deref()).await?;
     }
     let (namespace, runtime, rules, loading) = load(&folder, runtime).await?;
     tracing::info!(schemes = ?namespace.schemes(), "namespace ready");

@@ -2,7 +2,8 @@
 //! calls per second, p50 and p99 latency and faults over the last interval,
 //! instances alive and whether the plugin is quarantined. It refreshes the
 //! screen on a terminal, prints one table per interval otherwise, and prints
-//! one table and exits with `--once`.
+//! one table and exits with `--once`. A server whose `/metrics` needs a
+//! token is scraped with the token as a bearer token.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -18,14 +19,15 @@ use tokio::net::TcpStream;
 /// How long one scrape may take.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Shows the figures of the server whose metrics listen at `address`.
-pub async fn top(address: &str, interval: Duration, once: bool) -> Result<()> {
-    let mut before = scrape(address).await?;
+/// Shows the figures of the server whose metrics listen at `address`,
+/// scraped with `token` as the bearer token if given.
+pub async fn top(address: &str, token: Option<&str>, interval: Duration, once: bool) -> Result<()> {
+    let mut before = scrape(address, token).await?;
     let mut stdout = std::io::stdout();
     let refresh = !once && std::io::IsTerminal::is_terminal(&stdout);
     loop {
         tokio::time::sleep(interval).await;
-        let now = scrape(address).await?;
+        let now = scrape(address, token).await?;
         let table = render(&Figures::between(&before, &now));
         if refresh {
             // Clear the screen and go home, then draw.
@@ -54,8 +56,8 @@ struct Taken {
     at: Instant,
 }
 
-async fn scrape(address: &str) -> Result<Taken> {
-    let text = tokio::time::timeout(SCRAPE_TIMEOUT, fetch(address))
+async fn scrape(address: &str, token: Option<&str>) -> Result<Taken> {
+    let text = tokio::time::timeout(SCRAPE_TIMEOUT, fetch(address, token))
         .await
         .with_context(|| format!("http://{address}/metrics did not answer within 5 s"))??;
     let scrape = Scrape::parse(text.lines().map(|line| Ok(line.to_owned())))
@@ -66,7 +68,7 @@ async fn scrape(address: &str) -> Result<Taken> {
     })
 }
 
-async fn fetch(address: &str) -> Result<String> {
+async fn fetch(address: &str, token: Option<&str>) -> Result<String> {
     let stream = TcpStream::connect(address)
         .await
         .with_context(|| format!("cannot reach {address} (is resmux serving with --metrics?)"))?;
@@ -74,13 +76,21 @@ async fn fetch(address: &str) -> Result<String> {
         .await
         .with_context(|| format!("cannot speak HTTP to {address}"))?;
     tokio::spawn(connection);
-    let request = http::Request::get("/metrics")
-        .header(http::header::HOST, address)
-        .body(Empty::<Bytes>::new())?;
+    let mut request = http::Request::get("/metrics").header(http::header::HOST, address);
+    if let Some(token) = token {
+        request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let request = request.body(Empty::<Bytes>::new())?;
     let response = sender
         .send_request(request)
         .await
         .with_context(|| format!("http://{address}/metrics failed"))?;
+    if response.status() == http::StatusCode::UNAUTHORIZED {
+        bail!(
+            "http://{address}/metrics answered {}: give the metrics token with --token-file",
+            response.status()
+        );
+    }
     if !response.status().is_success() {
         bail!("http://{address}/metrics answered {}", response.status());
     }

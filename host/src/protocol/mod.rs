@@ -107,7 +107,7 @@ impl ResmuxServer {
                 crate::telemetry::metrics()
                     .rate_limited
                     .get_or_create(&ClientLabel {
-                        client: client.name.to_string(),
+                        client: client.metrics_label().to_owned(),
                     })
                     .inc();
                 Err(ReadRefusal::RateLimited(refusal))

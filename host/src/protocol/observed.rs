@@ -88,7 +88,7 @@ impl Observed {
     where
         F: Future<Output = Result<T, ErrorData>>,
     {
-        let client = client_name(&context.extensions);
+        let client = client_label(&context.extensions);
         let span = self.span(method, uri, &context);
         let started = Instant::now();
         // Boxed: rmcp runs each request as a task of its own, and tokio
@@ -111,7 +111,7 @@ impl Observed {
         metrics
             .client_requests
             .get_or_create(&ClientMethod {
-                client: client.to_string(),
+                client,
                 mcp_method_name: method,
             })
             .inc();
@@ -154,9 +154,13 @@ impl Observed {
     }
 }
 
-/// The name of the client a request comes from, without copying its scope.
-fn client_name(extensions: &Extensions) -> Arc<str> {
-    client_in(extensions).map_or_else(|| Client::local().name, |client| client.name.clone())
+/// The client a request comes from, as metrics label it
+/// ([`Client::metrics_label`]).
+fn client_label(extensions: &Extensions) -> String {
+    client_in(extensions).map_or_else(
+        || Client::local().metrics_label().to_owned(),
+        |client| client.metrics_label().to_owned(),
+    )
 }
 
 /// The longest text a client chose that a span shows.
@@ -305,11 +309,11 @@ impl ServerHandler for Observed {
     /// A listen stream lasts as long as the client keeps it: counted per
     /// client, but not timed.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let client = client_name(&context.request_context().extensions);
+        let client = client_label(&context.request_context().extensions);
         metrics()
             .client_requests
             .get_or_create(&ClientMethod {
-                client: client.to_string(),
+                client,
                 mcp_method_name: "subscriptions/listen",
             })
             .inc();

@@ -2,10 +2,12 @@
 //! Prometheus families ([`metrics`]), encoded on demand for `/metrics` in
 //! the Prometheus text format or OpenMetrics.
 //!
-//! Label sets stay bounded: plugins and clients are named by the operator,
-//! and operations, outcomes and MCP methods come from fixed lists (a method
-//! resmux does not serve is `other`). No label ever carries a URI, a path
-//! or a token.
+//! Label sets stay bounded: plugins and clients are named by the operator
+//! (a tokens file's clients by name, every client of an OAuth issuer as
+//! `oauth`, the client of stdio or of open HTTP as `local`), and operations,
+//! outcomes and MCP methods come from fixed lists (a method resmux does not
+//! serve is `other`). No label ever carries a URI, a path, a token or an
+//! OAuth subject.
 
 use std::sync::{LazyLock, Mutex, PoisonError};
 
@@ -43,7 +45,7 @@ pub struct Metrics {
     /// MCP requests and how long they took (OpenTelemetry MCP semantic
     /// conventions, `mcp.server.operation.duration`).
     pub mcp_duration: Family<McpOperation, Histogram, fn() -> Histogram>,
-    /// MCP requests by client.
+    /// MCP requests by client (`oauth` for every client of an issuer).
     pub client_requests: Family<ClientMethod, Counter>,
     /// Response cache lookups answered from the cache, by kind.
     pub cache_hits: Family<CacheKind, Counter>,
@@ -57,7 +59,8 @@ pub struct Metrics {
     pub listen_streams: Gauge,
     /// Resources followed, summed over every session and stream.
     pub subscriptions: Gauge,
-    /// Reads refused by a client's rate limit.
+    /// Reads refused by a client's rate limit (`oauth` for every client of
+    /// an issuer).
     pub rate_limited: Family<ClientLabel, Counter>,
     /// Audit lines that could not be written.
     pub audit_write_failures: Counter,

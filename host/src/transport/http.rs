@@ -8,10 +8,11 @@
 //! a `WWW-Authenticate` challenge, [`super::challenge`]), and is handed on as
 //! that client; a legacy session belongs to the client that opened it
 //! ([`super::sessions`]). A client must send its request headers
-//! within [`HEADER_TIMEOUT`], and at most `max_connections` connections are
-//! open at once (more are closed as they arrive). SIGINT and SIGTERM stop it
-//! gracefully. `/healthz` and `/readyz` ([`super::observe`]) answer without
-//! a token.
+//! within [`HEADER_TIMEOUT`] and its body at a pace ([`super::pacing`]), and
+//! the connections open at once are bounded in all and per source
+//! ([`super::connections`]; more are closed as they arrive). SIGINT and
+//! SIGTERM stop it gracefully. `/healthz` and `/readyz` ([`super::observe`])
+//! answer without a token.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -29,10 +30,11 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::challenge;
+use super::connections::{ConnectionLimits, Connections};
+use super::pacing;
 use super::sessions::{MAX_SESSIONS_PER_CLIENT, SessionOwners};
 use crate::access::{Admission, Client};
 use crate::protocol::Observed;
@@ -53,8 +55,9 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The clients allowed in; without it, anyone who reaches the address.
     pub access: Option<Arc<Admission>>,
-    /// Connections open at once; more are closed as they arrive.
-    pub max_connections: usize,
+    /// Connections open at once, in all and per source; more are closed as
+    /// they arrive.
+    pub connections: ConnectionLimits,
 }
 
 /// What the authenticating layer needs.
@@ -110,7 +113,7 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
     let stop = stop_signal()?;
     let bound = listener.local_addr()?;
     tracing::info!("serving MCP over Streamable HTTP at http://{bound}/mcp");
-    let open = accept(listener, router, options.max_connections, stop).await;
+    let open = accept(listener, router, options.connections, stop).await;
     tracing::info!("stopping: finishing requests in flight");
     shutdown.cancel();
     if tokio::time::timeout(DRAIN_TIMEOUT, open.shutdown())
@@ -125,16 +128,17 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
     Ok(())
 }
 
-/// Serves connections from `listener` until `stop`; returns the connections
-/// still open.
+/// Serves connections from `listener` until `stop`, each request's body
+/// paced; returns the connections still open.
 pub(super) async fn accept(
     listener: TcpListener,
     router: axum::Router,
-    max_connections: usize,
+    limits: ConnectionLimits,
     stop: impl std::future::Future<Output = ()>,
 ) -> GracefulShutdown {
+    let router = router.layer(axum::middleware::from_fn(pacing::pace_body));
     let service = TowerToHyperService::new(router);
-    let open = Arc::new(Semaphore::new(max_connections));
+    let connections = Connections::new(limits);
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -152,8 +156,7 @@ pub(super) async fn accept(
             },
             () = &mut stop => break,
         };
-        let Ok(slot) = open.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "closed a connection: {max_connections} connections are open, the most allowed");
+        let Some(admitted) = connections.admit(peer) else {
             continue;
         };
         // Answers are small and go out at once: without this, Nagle's
@@ -168,10 +171,23 @@ pub(super) async fn accept(
             if let Err(error) = connection.await {
                 tracing::debug!(%peer, "connection ended: {error}");
             }
-            drop(slot);
+            drop(admitted);
         });
     }
     graceful
+}
+
+/// The token of the request's `Authorization: Bearer` header, if it has one.
+pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let (scheme, token) = headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    Some(token.trim())
 }
 
 /// Lets a request in as the client whose bearer token it carries, without
@@ -179,16 +195,7 @@ pub(super) async fn accept(
 /// ([`challenge`]). A request on a session another client opened is answered
 /// 404, as for a session that does not exist.
 async fn authenticate(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| {
-            let (scheme, token) = value.split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| token.trim().to_owned())
-        });
+    let presented = bearer(request.headers()).map(str::to_owned);
     let oauth = gate.access.oauth.as_ref();
     let Some(token) = presented else {
         return challenge::refusal(oauth, None);

@@ -2,22 +2,33 @@
 //! when the scraper asks for it) on a listener of its own, apart from the
 //! MCP port and its tokens, and the probes `/healthz` (the process serves)
 //! and `/readyz` (the plugin folder is loaded), which the MCP port answers
-//! too. None of them needs a token, and the probes carry no data.
+//! too. The probes need no token and carry no data; `/metrics` needs the
+//! metrics token as a bearer token when the operator sets one. The listener
+//! is bounded like the MCP port (header timeout, paced bodies, connections
+//! in all and per source), so a flood from one source leaves the probes
+//! answering.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 
-use super::http::accept;
+use super::connections::ConnectionLimits;
+use super::http::{accept, bearer};
 use crate::telemetry::metrics;
 
-/// Connections the metrics listener keeps open at once.
+/// Connections the metrics listener keeps open at once; one source holds
+/// at most an eighth of them (8).
 const MAX_CONNECTIONS: usize = 64;
+/// The shortest metrics token, as the shortest token of a tokens file.
+const MIN_TOKEN_BYTES: usize = 16;
 
 static READY: AtomicBool = AtomicBool::new(false);
 
@@ -41,22 +52,72 @@ async fn ready() -> Response {
     }
 }
 
+/// The metrics token in `path`: the file's text without the white space
+/// around it (as Prometheus reads its `credentials_file`).
+pub fn read_metrics_token(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the metrics token file {}", path.display()))?;
+    let token = text.trim();
+    if token.len() < MIN_TOKEN_BYTES {
+        bail!(
+            "the metrics token in {} is shorter than {MIN_TOKEN_BYTES} characters",
+            path.display()
+        );
+    }
+    Ok(token.to_owned())
+}
+
 /// Listens on `address` for scrapes and probes, for as long as the process
-/// runs; returns once it listens.
-pub async fn serve_metrics(address: SocketAddr) -> Result<SocketAddr> {
+/// runs; scrapes must carry `token` as their bearer token when it is given.
+/// Returns once it listens.
+pub async fn serve_metrics(address: SocketAddr, token: Option<&str>) -> Result<SocketAddr> {
     let listener = TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen for metrics on {address}"))?;
     let bound = listener.local_addr()?;
-    let router = probes().route("/metrics", get(scrape));
+    let mut scrapes = axum::Router::new().route("/metrics", get(scrape));
+    if let Some(token) = token {
+        let expected = blake3::hash(token.as_bytes());
+        scrapes = scrapes.route_layer(axum::middleware::from_fn_with_state(
+            expected,
+            require_token,
+        ));
+    }
+    let router = probes().merge(scrapes);
     tokio::spawn(accept(
         listener,
         router,
-        MAX_CONNECTIONS,
+        ConnectionLimits::new(MAX_CONNECTIONS, None),
         std::future::pending(),
     ));
     tracing::info!("serving metrics at http://{bound}/metrics, probes at /healthz and /readyz");
     Ok(bound)
+}
+
+/// Lets a scrape through only with the metrics token as its bearer token.
+/// The presented token is hashed and compared in constant time
+/// (`blake3::Hash`'s `==`): how long the check takes tells nothing of the
+/// token.
+async fn require_token(
+    State(expected): State<blake3::Hash>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let presented = bearer(request.headers()).map(|token| blake3::hash(token.as_bytes()));
+    if presented == Some(expected) {
+        return next.run(request).await;
+    }
+    let reason = match presented {
+        Some(_) => "the bearer token is not the metrics token",
+        None => "no bearer token",
+    };
+    tracing::warn!("refused a scrape of /metrics: {reason}");
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer realm=\"resmux-metrics\"")],
+        format!("/metrics needs the metrics token as a bearer token: {reason}\n"),
+    )
+        .into_response()
 }
 
 async fn scrape(headers: axum::http::HeaderMap) -> Response {

@@ -19,7 +19,7 @@ use crate::cli::{
     ServeOptions, check, serve,
 };
 use resmux::runtime::Runtime;
-use resmux::transport::HttpOptions;
+use resmux::transport::{ConnectionLimits, HttpOptions};
 
 /// Quiet time after the last save before a build starts.
 const SETTLE: Duration = Duration::from_millis(300);
@@ -95,7 +95,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
         access: None,
-        max_connections: DEFAULT_MAX_CONNECTIONS,
+        connections: ConnectionLimits::new(DEFAULT_MAX_CONNECTIONS, None),
     });
     let options = ServeOptions {
         tool_bridge: true,
@@ -103,6 +103,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         // Every answer fresh: what a client sees is always the last build.
         response_cache_bytes: 0,
         metrics: None,
+        metrics_token: None,
         trace_uris: false,
     };
     serve(folder, runtime, http, options).await
