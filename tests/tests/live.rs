@@ -1,10 +1,13 @@
 //! The live namespace over stdio: plugins added, replaced and removed while a
 //! client is connected, and subscriptions in both eras, fed by the `files`
-//! plugin's change reports.
+//! plugin's change reports and by the watch on granted directories, which
+//! never follows a link out of a grant and stops at its bound.
 
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::time::Duration;
 
-use resmux_tests::{Folder, RawServer, component};
+use resmux_tests::{EXCHANGE_TIMEOUT, Folder, RawServer, component, free_address, http_get};
 use serde_json::{Value, json};
 
 async fn listed_uris(server: &mut RawServer) -> Vec<String> {
@@ -112,17 +115,24 @@ async fn a_call_in_flight_finishes_on_the_version_it_started_with() {
 }
 
 fn files_folder(interval_ms: u64) -> Folder {
-    let folder = Folder::new();
+    let folder = files_plugin(interval_ms, "read-only");
     folder
-        .plugin("files", "files")
-        .manifest(
-            "files",
-            &format!(
-                "[config]\nroot = \"/data\"\n[[files]]\nhost = \"data\"\nguest = \"/data\"\n[changes]\ninterval_ms = {interval_ms}\n"
-            ),
-        )
         .file("data/a.txt", b"first")
         .file("data/b.txt", b"other");
+    folder
+}
+
+/// The `files` example serving its folder's `data`, granted with `access`,
+/// and asked for its change report every `interval_ms` while someone is
+/// subscribed.
+fn files_plugin(interval_ms: u64, access: &str) -> Folder {
+    let folder = Folder::new();
+    folder.plugin("files", "files").manifest(
+        "files",
+        &format!(
+            "[config]\nroot = \"/data\"\n[[files]]\nhost = \"data\"\nguest = \"/data\"\naccess = \"{access}\"\n[changes]\ninterval_ms = {interval_ms}\n"
+        ),
+    );
     folder
 }
 
@@ -403,4 +413,173 @@ async fn subscriptions_and_listen_streams_are_capped() {
         "{refused}"
     );
     modern.stop().await.unwrap();
+}
+
+/// The inode of each watch that process `pid` holds in its inotify
+/// instances (one `inotify wd:` line each in the instance's fdinfo), sorted.
+fn watched_inodes(pid: u32) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for descriptor in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let descriptor = descriptor.unwrap();
+        let is_inotify = std::fs::read_link(descriptor.path())
+            .is_ok_and(|target| target.as_os_str() == "anon_inode:inotify");
+        if !is_inotify {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            descriptor.file_name().to_string_lossy()
+        ))
+        .unwrap();
+        for watch in info.lines().filter(|line| line.starts_with("inotify wd:")) {
+            let inode = watch
+                .split_whitespace()
+                .find_map(|field| field.strip_prefix("ino:"))
+                .unwrap_or_else(|| panic!("no inode in {watch:?}"));
+            inodes.push(u64::from_str_radix(inode, 16).unwrap());
+        }
+    }
+    inodes.sort_unstable();
+    inodes
+}
+
+/// The inodes of `directories`, sorted.
+fn inodes_of(directories: &[&Path]) -> Vec<u64> {
+    let mut inodes: Vec<u64> = directories
+        .iter()
+        .map(|directory| std::fs::metadata(directory).unwrap().ino())
+        .collect();
+    inodes.sort_unstable();
+    inodes
+}
+
+/// Waits until the server whose metrics listen at `metrics` has taken a
+/// change report of `files`, so that what the test changes next is news to
+/// the subscription.
+async fn first_change_report(metrics: &str) {
+    let series = r#"resmux_plugin_calls_total{plugin="files",operation="changes",outcome="ok"}"#;
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        let (_, exposition) = http_get(metrics, "/metrics", &[]).unwrap();
+        let reports = exposition
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse::<f64>().ok());
+        if reports.is_some_and(|reports| reports >= 1.0) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "files was never asked for its change report: {exposition}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_grant_watch_follows_no_link_out_of_the_grant() {
+    // Outside every grant: a folder with directories below it.
+    let outside_dir = tempfile::tempdir().unwrap();
+    let outside = outside_dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(outside.join("a/b/c")).unwrap();
+    let folder = files_plugin(60_000, "read-write");
+    folder
+        .file("data/a.txt", b"first")
+        .file("data/sub/b.txt", b"other");
+    let plugins = folder.path().canonicalize().unwrap();
+    let data = plugins.join("data");
+    // What an operator might do before start: `granted/etc -> /etc`.
+    std::os::unix::fs::symlink(&outside, data.join("etc")).unwrap();
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+
+    // What the plugin can do through its read-write grant while resmux
+    // serves: a relative link up and out, in a new directory that is then
+    // renamed, so that the watcher meets the directory whole.
+    std::fs::create_dir(data.join("p")).unwrap();
+    let up = "../".repeat(data.join("p").components().count() - 1);
+    let target = format!("{up}{}", outside.strip_prefix("/").unwrap().display());
+    std::os::unix::fs::symlink(target, data.join("p/up")).unwrap();
+    std::fs::rename(data.join("p"), data.join("q")).unwrap();
+    assert!(data.join("q/up/a/b/c").is_dir(), "the link reaches out");
+    assert!(data.join("etc/a/b/c").is_dir(), "the link reaches out");
+
+    let subscribed = server
+        .request("resources/subscribe", json!({ "uri": "files://a.txt" }))
+        .await
+        .unwrap();
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    first_change_report(&metrics).await;
+    // A change outside first, then one inside: the first news a subscriber
+    // hears is of the one inside, and it hears nothing else.
+    std::fs::write(outside.join("new.txt"), "outside").unwrap();
+    std::fs::write(outside.join("a/b/c/new.txt"), "outside").unwrap();
+    rewrite(&folder, "data/a.txt", "second");
+    let updated = server
+        .notification("notifications/resources/updated", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(updated["params"]["uri"], "files://a.txt", "{updated}");
+    assert!(
+        server.notifications.is_empty(),
+        "heard more than the change inside: {:?}",
+        server.notifications
+    );
+
+    // The watches held now (the rename and the change inside were both
+    // handled before that news went out): the plugin folder, and the three
+    // directories inside the grant; nothing the links lead to.
+    let expected = inodes_of(&[&plugins, &data, &data.join("sub"), &data.join("q")]);
+    assert_eq!(
+        watched_inodes(server.pid()),
+        expected,
+        "resmux watches something beyond the plugin folder and the granted directories"
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn grant_watches_stop_at_their_bound_and_polling_finds_changes_beyond() {
+    const BOUND: usize = 1024;
+    let folder = files_plugin(500, "read-only");
+    folder
+        .file("data/a.txt", b"first")
+        .file("data/many/d0000/inner/deep.txt", b"first");
+    for n in 1..1100 {
+        std::fs::create_dir(folder.path().join(format!("data/many/d{n:04}"))).unwrap();
+    }
+    let data = folder.path().canonicalize().unwrap().join("data");
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+
+    let needle = format!("watches stop at {BOUND} directories for one plugin");
+    let log = server.wait_for_log(&needle, 1, EXCHANGE_TIMEOUT).await;
+    let line = log.lines().find(|line| line.contains(&needle)).unwrap();
+    for named in [
+        "plugin=\"files\"".to_owned(),
+        format!("granted path {}", data.display()),
+        "found by polling".to_owned(),
+    ] {
+        assert!(line.contains(&named), "the line lacks {named:?}: {line}");
+    }
+    // `data`, `many` and 1022 of the directories in `many`; and the plugin
+    // folder.
+    assert_eq!(watched_inodes(server.pid()).len(), BOUND + 1);
+
+    // Three levels down, beyond every watch: polling finds the change.
+    let deep = "files://many/d0000/inner/deep.txt";
+    let subscribed = server
+        .request("resources/subscribe", json!({ "uri": deep }))
+        .await
+        .unwrap();
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    first_change_report(&metrics).await;
+    rewrite(&folder, "data/many/d0000/inner/deep.txt", "second");
+    let updated = server
+        .notification("notifications/resources/updated", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(updated["params"]["uri"], deep, "{updated}");
+    server.stop().await.unwrap();
 }

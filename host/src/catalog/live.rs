@@ -7,9 +7,10 @@
 //! whose files are gone is unmounted. A replacement that fails to load, such
 //! as a half-copied component or a broken manifest, leaves the old version
 //! serving and says why; the next change tries again. The directories and
-//! files granted to each plugin are watched too: a change there (not a mere
-//! read, such as the plugin's own) pokes the plugin's change report, so
-//! subscribers hear of it without waiting for the next poll.
+//! files granted to each plugin are watched too ([`GrantWatch`], which never
+//! leaves a grant): a change there (not a mere read, such as the plugin's
+//! own) pokes the plugin's change report, so subscribers hear of it without
+//! waiting for the next poll.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,10 +18,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use notify::{RecursiveMode, Watcher};
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 use tokio::sync::mpsc;
 
+use super::grant_watch::GrantWatch;
 use super::{Fingerprint, Loaded, Rules, load, scan};
 use crate::namespace::Namespace;
 use crate::runtime::Runtime;
@@ -43,6 +45,7 @@ struct LiveFolder {
     rules: Rules,
     namespace: Arc<Namespace>,
     serving: BTreeMap<String, Serving>,
+    grants: GrantWatch,
 }
 
 /// Watches `folder` and applies every change to `namespace`, which serves
@@ -60,36 +63,34 @@ pub fn spawn(
         .watcher()
         .watch(folder, RecursiveMode::NonRecursive)
         .with_context(|| format!("cannot watch plugin folder {}", folder.display()))?;
-    let (grant_events, mut grant_changes) = mpsc::unbounded_channel();
-    let mut grant_watch = grant_watcher(grant_events)?;
     let mut live = LiveFolder {
         folder: folder.to_owned(),
         runtime,
         rules,
         namespace,
         serving: loaded.iter().map(serving).collect(),
+        grants: GrantWatch::start()?,
     };
-    let mut watched_grants = live.watch_grants(&mut grant_watch, &BTreeSet::new());
     tokio::spawn(async move {
         let _folder_watch = folder_watch;
+        live.watch_grants().await;
         loop {
             tokio::select! {
-                Some(events) = folder_changes.recv() => {
+                events = folder_changes.recv() => {
+                    let Some(events) = events else {
+                        return;
+                    };
                     if let Err(error) = events {
                         tracing::warn!("watching the plugin folder: {error}");
                     }
                     live.sync().await;
-                    watched_grants = live.watch_grants(&mut grant_watch, &watched_grants);
+                    live.watch_grants().await;
                 }
-                Some(mut paths) = grant_changes.recv() => {
+                () = live.grants.arrival() => {
                     // One poke for a burst of writes.
                     tokio::time::sleep(DEBOUNCE).await;
-                    while let Ok(more) = grant_changes.try_recv() {
-                        paths.extend(more);
-                    }
-                    live.poke_owners(paths.iter().map(PathBuf::as_path));
+                    live.poke_changed().await;
                 }
-                else => return,
             }
         }
     });
@@ -106,17 +107,13 @@ fn debouncer(
     .context("cannot start watching files")
 }
 
-/// Watches granted paths, passing on the paths of every change but reads
-/// (an open, or a close after reading, is no change; the plugin's own reads
-/// would otherwise poke its change report without end).
-fn grant_watcher(paths: mpsc::UnboundedSender<Vec<PathBuf>>) -> Result<RecommendedWatcher> {
-    notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-        Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
-        // The receiver only goes away when the process ends.
-        Ok(event) => drop(paths.send(event.paths)),
-        Err(error) => tracing::warn!("watching granted paths: {error}"),
-    })
-    .context("cannot start watching granted paths")
+/// Runs `work`, which opens and reads directories, on tokio's blocking
+/// pool rather than on a thread that serves requests.
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .inspect_err(|error| tracing::error!("watching granted paths: {error}"))
+        .ok()
 }
 
 fn serving(loaded: &Loaded) -> (String, Serving) {
@@ -204,49 +201,24 @@ impl LiveFolder {
         }
     }
 
-    /// Watches every granted path now served, and stops watching those no
-    /// longer granted; returns what is watched.
-    fn watch_grants(
-        &self,
-        watcher: &mut dyn Watcher,
-        watched: &BTreeSet<PathBuf>,
-    ) -> BTreeSet<PathBuf> {
-        let granted: BTreeSet<PathBuf> = self
+    /// Watches the paths granted to the plugins now served, and stops
+    /// watching those no longer granted.
+    async fn watch_grants(&self) {
+        let grants = self.grants.clone();
+        let granted: BTreeMap<String, Vec<PathBuf>> = self
             .serving
-            .values()
-            .flat_map(|serving| serving.granted.iter().cloned())
+            .iter()
+            .map(|(scheme, serving)| (scheme.clone(), serving.granted.clone()))
             .collect();
-        for path in watched.difference(&granted) {
-            let _ = watcher.unwatch(path);
-        }
-        let mut now_watched = BTreeSet::new();
-        for path in granted {
-            let already = watched.contains(&path);
-            if already || watcher.watch(&path, RecursiveMode::Recursive).is_ok() {
-                now_watched.insert(path);
-            } else {
-                tracing::warn!(path = %path.display(), "cannot watch a granted path; its changes are found by polling only");
-            }
-        }
-        now_watched
+        off_runtime(move || grants.follow(granted)).await;
     }
 
-    /// Pokes the change report of every plugin granted one of `paths`.
-    fn poke_owners<'a>(&self, paths: impl Iterator<Item = &'a Path>) {
-        let mut owners = BTreeSet::new();
-        for path in paths {
-            for (scheme, serving) in &self.serving {
-                if serving
-                    .granted
-                    .iter()
-                    .any(|granted| path.starts_with(granted))
-                {
-                    owners.insert(scheme.as_str());
-                }
-            }
-        }
-        for scheme in owners {
-            self.namespace.subscriptions().poke(scheme);
+    /// Pokes the change report of every plugin whose granted paths changed.
+    async fn poke_changed(&self) {
+        let grants = self.grants.clone();
+        let poked = off_runtime(move || grants.settle()).await;
+        for scheme in poked.unwrap_or_default() {
+            self.namespace.subscriptions().poke(&scheme);
         }
     }
 }

@@ -10,6 +10,7 @@
 //! digest pin on every plugin and refuse to start on any error. While resmux
 //! serves, [`live`] keeps the namespace in step with the folder.
 
+mod grant_watch;
 pub mod live;
 pub mod manifest;
 
