@@ -148,6 +148,60 @@ def test_a_policy_holds_for_every_spelling_of_a_uri_the_plugin_would_serve_alike
     assert folder == ["files://guides/authors.md"]
 
 
+def spellings_of(path):
+    """Spellings of `path` (a folder, then a file name) that the policy reads
+    as `path` but a plugin is asked as they are: dot segments, plain and
+    escaped, empty segments, a leading or trailing slash, escapes."""
+    folder, name = path.split("/")
+    escaped = f"%{ord(name[0]):02X}{name[1:]}"
+    return [
+        f"{folder}/./{name}",
+        f"{folder}/x/../{name}",
+        f"{folder}/%2E/{name}",
+        f"{folder}/x/%2E%2E/{name}",
+        f"{folder}//{name}",
+        f"{folder}/{name}/",
+        f"/{folder}/{name}",
+        f"{folder}%2F{name}",
+        f"{folder}/{escaped}",
+    ]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_no_spelling_of_a_path_tells_a_permitted_one_from_a_forbidden_one(policed, mode):
+    """The files plugin refuses a dot or empty segment as invalid input where
+    it finds nothing for a canonical path: without care, a permitted path
+    spelt so would answer invalid input while a forbidden one answers not
+    found. Every spelling of a forbidden path, and of a permitted one that
+    does not exist, must read exactly like a resource that does not exist; a
+    spelling of a permitted file either reads as the file or like that."""
+    permitted, missing, forbidden = "guides/authors.md", "guides/missing.md", "guides/operators.md"
+
+    async def scenario():
+        async with connect_as(policed, "reader", mode) as session:
+            canonical = (await session.read_resource(f"files://{permitted}")).contents[0].text
+            answers = {}
+            for path in [permitted, missing, forbidden]:
+                for spelling in spellings_of(path):
+                    uri = f"files://{spelling}"
+                    try:
+                        answers[uri] = ("text", (await session.read_resource(uri)).contents[0].text)
+                    except MCPError as refused:
+                        answers[uri] = (refused.code, str(refused).replace(uri, "URI"))
+            return canonical, answers
+
+    canonical, answers = run(scenario())
+    not_found = {"auto": -32602, "legacy": -32002}[mode]
+    unseen = (not_found, f"resource URI {UNSEEN}")
+    for path in [missing, forbidden]:
+        assert {answers[f"files://{spelling}"] for spelling in spellings_of(path)} == {unseen}, answers
+    read_as_the_file = ("text", canonical)
+    assert {answers[f"files://{spelling}"] for spelling in spellings_of(permitted)} <= {unseen, read_as_the_file}, answers
+    # The plugin refuses this spelling as invalid input; the client hears of
+    # it only what a forbidden path would tell.
+    assert answers[f"files://guides/./{permitted.split('/')[1]}"] == unseen
+
+
 def test_completions_name_only_what_the_client_may_list(policed):
     async def scenario():
         async with connect_as(policed, "reader") as session:

@@ -332,6 +332,13 @@ impl RawServer {
         self.child.id().expect("the server is running")
     }
 
+    /// Kills the server with SIGKILL, as the OOM killer or an impatient
+    /// operator would, and waits until it is gone.
+    pub async fn kill(mut self) -> Result<()> {
+        self.child.kill().await?;
+        Ok(())
+    }
+
     /// Starts the server and completes the 2025-11-25 handshake.
     pub async fn legacy(folder: &Path) -> Result<Self> {
         let mut server = Self::start(folder, &[])?;

@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 pub use manifest::Manifest;
 
 use crate::namespace::{MountSettings, Namespace, uri};
-use crate::policy::Ceiling;
+use crate::policy::{Ceiling, files};
 use crate::runtime::{Runtime, WasmPlugin};
 
 /// How strictly a folder is loaded.
@@ -321,8 +321,11 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
 
 /// Loads every plugin of `folder`, as many at once as there are cores (in
 /// the folder's order all the same). Plugins that fail are reported and
-/// skipped, except in locked mode, where any failure is an error.
+/// skipped, except in locked mode, where any failure is an error. The
+/// private folders of single-file grants that a killed resmux left behind
+/// are removed first.
 pub async fn load_folder(runtime: &Runtime, folder: &Path, rules: &Rules) -> Result<Loading> {
+    files::remove_stale_folders();
     let (entries, mut failures) = scan(folder)?;
     let at_once = std::thread::available_parallelism().map_or(1, usize::from);
     let outcomes: Vec<_> = futures::stream::iter(entries)

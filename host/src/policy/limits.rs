@@ -3,12 +3,13 @@
 //! concurrency) is the runtime's; its answer half ([`AnswerLimits`]: sizes of
 //! what a plugin returns) is the namespace's.
 //!
-//! The runtime applies memory (all of an instance's memories together),
-//! tables (through [`StoreLimiter`]), host handles (the instance's resource
-//! table: open files, directories, sockets, streams, HTTP fields and bodies),
-//! stack (by running the plugin on an engine with that stack size), time and
-//! concurrency to every call; the namespace applies the answer limits to
-//! every answer before it reaches a client.
+//! The runtime applies memory (all of an instance's memories and tables
+//! together, a table element counted as [`TABLE_ELEMENT_BYTES`]), tables
+//! (the elements of each; both through [`StoreLimiter`]), host handles (the
+//! instance's resource table: open files, directories, sockets, streams,
+//! HTTP fields and bodies), stack (by running the plugin on an engine with
+//! that stack size), time and concurrency to every call; the namespace
+//! applies the answer limits to every answer before it reaches a client.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,7 +26,8 @@ use crate::contract::AnswerLimits;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
-    /// Linear memory a plugin instance may grow to, in MiB.
+    /// Linear memory and tables a plugin instance may grow to together, in
+    /// MiB.
     pub memory_mib: u64,
     /// Elements one table of an instance may grow to.
     pub table_elements: u64,
@@ -186,6 +188,14 @@ pub const MAX_MEMORY_MIB: u64 = 4096;
 /// The largest `table_elements` a plugin may be given, for the same reason.
 pub const MAX_TABLE_ELEMENTS: u64 = 1_000_000;
 
+/// Host memory one table element is counted as: wasmtime 48 stores a
+/// `funcref` element as one pointer (`FuncTableElem`), and its instance pool
+/// gives every table slot 8 bytes an element (`NOMINAL_MAX_TABLE_ELEM_SIZE`
+/// on a 64-bit host). The other kinds need features resmux does not enable:
+/// `externref` (4 bytes) the `gc` feature, continuations (16) the
+/// `stack-switching` one.
+pub const TABLE_ELEMENT_BYTES: usize = 8;
+
 /// The range a stack limit must lie in.
 const STACK_KIB_RANGE: std::ops::RangeInclusive<u32> = 64..=16_384;
 
@@ -207,6 +217,7 @@ impl Limits {
         StoreLimiter {
             memory_bytes: self.memory_bytes(),
             memory_in_use: 0,
+            tables_in_use: 0,
             table_elements: usize::try_from(self.table_elements).unwrap_or(usize::MAX),
             cpu_ticks_budget: self.cpu_ms.div_ceil(tick_ms),
             cpu_ticks_used: 0,
@@ -217,13 +228,17 @@ impl Limits {
 
 /// Refuses memory and table growth past the limits, counts the ticks a call
 /// spends in the plugin's code, and remembers which limit stopped a call so
-/// its error can name it. Memory and tables are the instance's; the CPU
-/// budget is each call's, renewed by [`StoreLimiter::end_call`].
+/// its error can name it. Memory and tables are the instance's, and share
+/// one budget of `memory_bytes`; the CPU budget is each call's, renewed by
+/// [`StoreLimiter::end_call`].
 #[derive(Debug)]
 pub struct StoreLimiter {
     memory_bytes: usize,
     /// Bytes of all the instance's linear memories together.
     memory_in_use: usize,
+    /// Bytes of all the instance's tables together, at
+    /// [`TABLE_ELEMENT_BYTES`] an element.
+    tables_in_use: usize,
     table_elements: usize,
     /// The ticks each call may spend.
     cpu_ticks_budget: u64,
@@ -285,13 +300,13 @@ impl ResourceLimiter for StoreLimiter {
         desired: usize,
         _: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let total = self
+        let memory = self
             .memory_in_use
             .saturating_sub(current)
             .saturating_add(desired);
-        let allowed = total <= self.memory_bytes;
+        let allowed = memory.saturating_add(self.tables_in_use) <= self.memory_bytes;
         if allowed {
-            self.memory_in_use = total;
+            self.memory_in_use = memory;
         } else {
             self.exceeded = Some(Exceeded::Memory);
         }
@@ -300,14 +315,109 @@ impl ResourceLimiter for StoreLimiter {
 
     fn table_growing(
         &mut self,
-        _: usize,
+        current: usize,
         desired: usize,
         _: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = desired <= self.table_elements;
-        if !allowed {
+        if desired > self.table_elements {
             self.exceeded = Some(Exceeded::Table);
+            return Ok(false);
+        }
+        let tables = self
+            .tables_in_use
+            .saturating_sub(current.saturating_mul(TABLE_ELEMENT_BYTES))
+            .saturating_add(desired.saturating_mul(TABLE_ELEMENT_BYTES));
+        let allowed = tables.saturating_add(self.memory_in_use) <= self.memory_bytes;
+        if allowed {
+            self.tables_in_use = tables;
+        } else {
+            self.exceeded = Some(Exceeded::Memory);
         }
         Ok(allowed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::{Engine, Instance, Module, Store};
+
+    use super::*;
+
+    /// A core module with one page of memory, an empty `funcref` table, and
+    /// `grow(n)`, which grows the table by `n` elements (`table.grow`) and
+    /// returns its old size, or -1 if the growth was refused:
+    /// `(module (memory 1) (table 0 funcref) (func (export "grow") (param
+    /// i32) (result i32) ref.null func local.get 0 table.grow 0))`.
+    #[rustfmt::skip]
+    const TABLE_GROWER: &[u8] = &[
+        0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version 1
+        0x01, 0x06, 0x01, 0x60, 0x01, 0x7f, 0x01, 0x7f, // types: (i32) -> i32
+        0x03, 0x02, 0x01, 0x00, // functions: one, of type 0
+        0x04, 0x04, 0x01, 0x70, 0x00, 0x00, // tables: funcref, at least 0
+        0x05, 0x03, 0x01, 0x00, 0x01, // memories: at least 1 page
+        0x07, 0x08, 0x01, 0x04, b'g', b'r', b'o', b'w', 0x00, 0x00, // export "grow"
+        0x0a, 0x0b, 0x01, 0x09, 0x00, // code: one body of 9 bytes, no locals
+        // ref.null func, local.get 0, table.grow 0, end
+        0xd0, 0x70, 0x20, 0x00, 0xfc, 0x0f, 0x00, 0x0b,
+    ];
+
+    /// An instance of [`TABLE_GROWER`] under `limits`, and its `grow`.
+    fn table_grower(limits: Limits) -> (Store<StoreLimiter>, wasmtime::TypedFunc<i32, i32>) {
+        let engine = Engine::default();
+        let module = Module::new(&engine, TABLE_GROWER).unwrap();
+        let mut store = Store::new(&engine, limits.limiter());
+        store.limiter(|limiter| limiter);
+        let instance = Instance::new(&mut store, &module, &[]).unwrap();
+        let grow = instance.get_typed_func(&mut store, "grow").unwrap();
+        (store, grow)
+    }
+
+    #[test]
+    fn tables_and_memories_share_the_memory_limit() {
+        let limits = Limits {
+            memory_mib: 1,
+            table_elements: MAX_TABLE_ELEMENTS,
+            ..Limits::default()
+        };
+        let (mut store, grow) = table_grower(limits);
+        // 64 KiB of memory and 100,000 elements of 8 bytes: within 1 MiB.
+        assert_eq!(grow.call(&mut store, 100_000).unwrap(), 0);
+        assert_eq!(store.data().exceeded(), None);
+        // 30,000 more would take the tables past what the memory leaves.
+        assert_eq!(grow.call(&mut store, 30_000).unwrap(), -1);
+        assert_eq!(store.data().exceeded(), Some(Exceeded::Memory));
+        // Within what is left, the table still grows.
+        assert_eq!(grow.call(&mut store, 10_000).unwrap(), 100_000);
+    }
+
+    #[test]
+    fn one_table_is_held_to_its_elements() {
+        let limits = Limits {
+            table_elements: 1_000,
+            ..Limits::default()
+        };
+        let (mut store, grow) = table_grower(limits);
+        assert_eq!(grow.call(&mut store, 1_000).unwrap(), 0);
+        assert_eq!(grow.call(&mut store, 1).unwrap(), -1);
+        assert_eq!(store.data().exceeded(), Some(Exceeded::Table));
+    }
+
+    #[test]
+    fn memory_growth_counts_the_tables_already_held() {
+        let mut limiter = Limits {
+            memory_mib: 1,
+            ..Limits::default()
+        }
+        .limiter();
+        assert!(limiter.table_growing(0, 65_536, None).unwrap());
+        // Half a MiB of table: half a MiB of memory still fits, no more.
+        assert!(limiter.memory_growing(0, 512 * 1024, None).unwrap());
+        assert!(
+            !limiter
+                .memory_growing(512 * 1024, 576 * 1024, None)
+                .unwrap()
+        );
+        assert_eq!(limiter.exceeded(), Some(Exceeded::Memory));
+        assert_eq!(limiter.memory_in_use(), 512 * 1024);
     }
 }

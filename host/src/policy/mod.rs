@@ -8,8 +8,8 @@
 //!   ceiling before anything is resolved, then resolved once, at load,
 //!   against the manifest's folder into held resources;
 //! - [`Grant`]: what it adds to the plugin's linker, what it gives each new
-//!   instance ([`Sandbox`]), what it renews before a call on an instance kept
-//!   from an earlier call, and how `inspect` describes it.
+//!   instance ([`Sandbox`]), what it renews before each call ([`Renewal`]),
+//!   and how `inspect` describes it.
 //!
 //! The catalog, the ceiling and `inspect` loop over the capabilities a
 //! manifest lists; a new capability is one module here and one entry in
@@ -26,6 +26,7 @@ mod standard;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use wasmtime::component::{Component, Linker};
@@ -60,9 +61,9 @@ pub trait Grant: Send + Sync {
     fn prepare(&self, _plugin: &Arc<str>, _sandbox: &mut SandboxBuilder) -> Result<()> {
         Ok(())
     }
-    /// Brings what changed since an instance was prepared (a granted file
-    /// the operator replaced) before another call on it.
-    fn renew(&self) -> Result<()> {
+    /// Brings what changed since the plugin's instances were prepared (a
+    /// granted file the operator replaced) before a call, within `renewal`.
+    fn renew(&self, _renewal: &Renewal<'_>) -> Result<()> {
         Ok(())
     }
     /// Host descriptors each instance holds outside its resource table
@@ -99,6 +100,18 @@ pub trait Grant: Send + Sync {
 pub struct LocatedFile {
     pub file: std::fs::File,
     pub size: u64,
+}
+
+/// What renewing a plugin's grants before a call may spend. It runs on a
+/// thread of the call's own, never on one of the runtime's or the loop that
+/// reads stdin.
+pub struct Renewal<'a> {
+    /// The plugin, to name in the log.
+    pub plugin: &'a str,
+    /// The plugin's limits, which bound what a renewal may copy.
+    pub limits: &'a Limits,
+    /// When the call's time is up.
+    pub deadline: Instant,
 }
 
 /// Everything one plugin may do, resolved against the manifest's folder.
@@ -153,10 +166,17 @@ impl Policy {
         Ok(builder.build())
     }
 
-    /// Renews every grant before a call on an instance kept from an earlier
-    /// call.
-    pub fn renew(&self) -> Result<()> {
-        self.grants.iter().try_for_each(|grant| grant.renew())
+    /// Renews every grant before a call of `plugin` that must be over by
+    /// `deadline`.
+    pub fn renew(&self, plugin: &str, deadline: Instant) -> Result<()> {
+        let renewal = Renewal {
+            plugin,
+            limits: &self.limits,
+            deadline,
+        };
+        self.grants
+            .iter()
+            .try_for_each(|grant| grant.renew(&renewal))
     }
 
     /// Host descriptors each instance holds outside its resource table.

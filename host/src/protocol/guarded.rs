@@ -1,9 +1,11 @@
 //! What a guarded client is told. A refused URI reads exactly like one that
-//! does not exist ([`unseen`], [`hide`]); a read that answers with several
-//! resources keeps only those the client may read ([`readable_part`]); and
-//! completion values that name resources the client may not list are left
-//! out ([`listable_values`]).
+//! does not exist ([`unseen`], [`hide`]), and so does any failure of a URI
+//! spelt otherwise than its policy decided it; a read that answers with
+//! several resources keeps only those the client may read
+//! ([`readable_part`]); and completion values that name resources the client
+//! may not list are left out ([`listable_values`]).
 
+use crate::access::policy::canonical_path;
 use crate::contract;
 use crate::namespace::uri::{self, Uri};
 use crate::namespace::{Action, NamespaceError, Outlook, Read, Scope};
@@ -101,10 +103,20 @@ pub fn unseen(uri: &str) -> NamespaceError {
 }
 
 /// For a guarded client, any not-found answer reads like a refusal, so that
-/// a refused URI cannot be told from one that does not exist.
-pub fn hide(scope: &Scope, error: NamespaceError) -> NamespaceError {
+/// a refused URI cannot be told from one that does not exist; and so does
+/// every error about a URI `asked` in another spelling than the one its
+/// policy decided (escapes, dot or empty segments, a leading or trailing
+/// slash). The policy decides the canonical path, but the plugin is asked
+/// the spelling the client sent, and may refuse that spelling (a dot
+/// segment, say) where it would find nothing: the refusal would tell a path
+/// the policy permits from one it forbids.
+pub fn hide(scope: &Scope, asked: &Uri, error: NamespaceError) -> NamespaceError {
+    if !scope.is_guarded() {
+        return error;
+    }
     match error {
-        NamespaceError::NotFound { uri, .. } if scope.is_guarded() => unseen(&uri),
+        NamespaceError::NotFound { uri, .. } => unseen(&uri),
+        _ if canonical_path(asked.path()) != asked.path() => unseen(asked.as_str()),
         error => error,
     }
 }

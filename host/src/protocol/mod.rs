@@ -126,7 +126,7 @@ impl ResmuxServer {
                             .and_then(|read| readable_part(&client.scope, &parsed, read)),
                         false => Err(unseen(parsed.as_str())),
                     }
-                    .map_err(|error| ReadRefusal::Namespace(hide(&client.scope, error)))
+                    .map_err(|error| ReadRefusal::Namespace(hide(&client.scope, &parsed, error)))
                 }
                 Err(error) => Err(ReadRefusal::Namespace(error)),
             },
@@ -473,7 +473,7 @@ impl ServerHandler for ResmuxServer {
             true => self.namespace.check_servable(&uri),
             false => Err(unseen(uri.as_str())),
         }
-        .map_err(|error| hide(&client.scope, error));
+        .map_err(|error| hide(&client.scope, &uri, error));
         let outcome = if decided.is_ok() { "ok" } else { "not-found" };
         self.audit(
             &client,

@@ -17,16 +17,17 @@
 //!   never run. BLAKE3 rather than HMAC-SHA256: a restart reads tens of
 //!   megabytes of machine code, and tagging it was a quarter of the time.
 
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File};
 use std::hash::{Hash, Hasher};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptionsExt as _};
 use memmap2::{Mmap, MmapOptions};
+use rustix::fs::{Mode, OFlags};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -263,7 +264,8 @@ fn read_or_create_key(path: &Path) -> Result<[u8; 32]> {
 }
 
 /// Writes 32 random bytes (mode 0600) to `path`, unless another process got
-/// there first: the key is written aside and linked into place whole.
+/// there first: the key is written aside, to a file of its own folder that
+/// this call creates ([`create_aside`]), and linked into place whole.
 fn create_key(path: &Path) -> Result<()> {
     if let Some(parent) = path.parent() {
         fs::DirBuilder::new()
@@ -272,14 +274,13 @@ fn create_key(path: &Path) -> Result<()> {
             .create(parent)
             .with_context(|| format!("cannot create {}", parent.display()))?;
     }
-    let aside = path.with_extension(format!("{}.new", std::process::id()));
+    let aside = path.with_extension(format!(
+        "{}.{:016x}.new",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
     let key: [u8; 32] = rand::random();
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&aside)
+    let mut file = create_aside(&aside)
         .with_context(|| format!("cannot create compile cache key {}", aside.display()))?;
     file.write_all(&key)?;
     drop(file);
@@ -290,6 +291,15 @@ fn create_key(path: &Path) -> Result<()> {
             .with_context(|| format!("cannot create compile cache key {}", path.display())),
         _ => Ok(()),
     }
+}
+
+/// Creates `path` for writing, mode 0600, only if nothing is there: never a
+/// file someone planted at the name, never through a symlink (not even one
+/// to nowhere, whose target it would create).
+fn create_aside(path: &Path) -> std::io::Result<File> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let created = rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR)?;
+    Ok(File::from(created))
 }
 
 /// A short stable digest of everything that makes compiled code compatible
@@ -311,5 +321,52 @@ impl Hasher for Sha256Hasher {
     fn finish(&self) -> u64 {
         let digest = self.0.clone().finalize();
         u64::from_le_bytes(digest[..8].try_into().expect("SHA-256 has 32 bytes"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_never_written_through_what_was_planted_at_its_temporary_name() {
+        let folder = tempfile::tempdir().unwrap();
+        let victim = folder.path().join("victim");
+        fs::write(&victim, b"untouched").unwrap();
+        let planted = folder.path().join("cache-key.1.new");
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let refused = create_aside(&planted).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&victim).unwrap(), b"untouched");
+
+        // A link to nowhere is not followed to create its target either.
+        let target = folder.path().join("made-through-the-link");
+        let dangling = folder.path().join("cache-key.2.new");
+        std::os::unix::fs::symlink(&target, &dangling).unwrap();
+        assert!(create_aside(&dangling).is_err());
+        assert!(
+            fs::symlink_metadata(&target).is_err(),
+            "the link was followed"
+        );
+
+        // A plain file planted there is not written either.
+        let file = folder.path().join("cache-key.3.new");
+        fs::write(&file, b"planted").unwrap();
+        assert!(create_aside(&file).is_err());
+        assert_eq!(fs::read(&file).unwrap(), b"planted");
+    }
+
+    #[test]
+    fn a_missing_key_is_made_private_and_then_kept() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("state/cache-key");
+        let made = read_or_create_key(&path).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(read_or_create_key(&path).unwrap(), made);
+        let left: Vec<_> = fs::read_dir(folder.path().join("state"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left, ["cache-key"], "a temporary file was left behind");
     }
 }

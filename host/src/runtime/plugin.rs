@@ -270,7 +270,9 @@ impl WasmPlugin {
     /// limit throughout. A call that may block in a file operation runs on a
     /// thread of its own, so that a FIFO or a hung mount holds only that
     /// thread (and the call's slot) while the call fails at its time limit;
-    /// `locate`'s lane never blocks its thread (see [`Lane::Locating`]).
+    /// `locate`'s lane never blocks its thread (see [`Lane::Locating`]). The
+    /// plugin's grants are renewed first, off the runtime's threads (see
+    /// `Shared::renew_apart`).
     async fn run<T, F>(
         &self,
         lane: Lane,
@@ -373,6 +375,7 @@ impl Shared {
         // The call's own time starts now: time spent waiting for a slot
         // that other calls held is not the plugin's.
         let left = timeout;
+        let deadline = Instant::now() + left;
         if self.may_block && lane == Lane::Serving {
             let runner = self.clone();
             let runtime = tokio::runtime::Handle::current();
@@ -382,30 +385,50 @@ impl Shared {
                 // the caller gave up on it, and an instance is kept or
                 // dropped here: dropping one may block too.
                 let _slot = slot;
-                let call = runner.call(lane, reused, handles, operation, on, call);
+                let call = async {
+                    runner.renew(deadline)?;
+                    runner
+                        .call(lane, reused, handles, operation, on, call)
+                        .await
+                };
                 runtime.block_on(tokio::time::timeout(left, call).instrument(span))
             });
             match tokio::time::timeout(left + THREAD_GRACE, thread).await {
                 Ok(Ok(Ok(outcome))) => outcome,
                 Ok(Ok(Err(_))) | Err(_) => Err(self.timed_out(operation)),
-                Ok(Err(failure)) => Err(Failed::Faulted(
-                    FaultKind::Host,
-                    format!(
-                        "plugin {} failed in {operation}: its thread ended: {failure}",
-                        self.name
-                    ),
-                )),
+                Ok(Err(failure)) => Err(self.thread_ended(operation, &failure)),
             }
         } else {
+            // No grant to renew: a plugin without file grants has none, and
+            // `locate`'s instances get none.
             let _slot = slot;
             // Boxed: the call's future (a store, an instance, wasmtime's own
             // futures) is large, and tokio would copy it with every request
             // task it is part of.
             let call = Box::pin(self.call(lane, reused, handles, operation, on, call));
-            tokio::time::timeout(left, call)
+            tokio::time::timeout_at(deadline.into(), call)
                 .await
                 .unwrap_or_else(|_| Err(self.timed_out(operation)))
         }
+    }
+
+    /// Renews the grants (a single granted file's link or copy) before a
+    /// call that must be over by `deadline`, on the thread that runs it.
+    fn renew(&self, deadline: Instant) -> Result<(), Failed> {
+        self.policy
+            .renew(&self.name, deadline)
+            .map_err(|error| Failed::Answered(self.unprepared(error)))
+    }
+
+    /// The fault of a call whose thread ended without an outcome.
+    fn thread_ended(&self, operation: &str, failure: &tokio::task::JoinError) -> Failed {
+        Failed::Faulted(
+            FaultKind::Host,
+            format!(
+                "plugin {} failed in {operation}: its thread ended: {failure}",
+                self.name
+            ),
+        )
     }
 
     /// Takes a call slot, an idle instance if the call may run on one and
@@ -551,9 +574,6 @@ impl Shared {
     ) -> Result<T, Failed> {
         let mut instance = match reused {
             Some(mut instance) => {
-                self.policy
-                    .renew()
-                    .map_err(|error| Failed::Answered(self.unprepared(error)))?;
                 instance.begin_call(handles);
                 instance
             }

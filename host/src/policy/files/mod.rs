@@ -7,7 +7,7 @@
 //! the plugin inside what was granted: paths are resolved relative to the
 //! preopened handle, so `..`, absolute paths and symlinks cannot reach beyond
 //! it. A single file is shown through a private directory that holds only that
-//! file (see [`single`]).
+//! file (see [`single`]), in a folder of its own (see [`private`]).
 //!
 //! A grant is resolved once, when the plugin loads, into an open directory
 //! handle. Every instance is given that same directory through the handle
@@ -16,6 +16,7 @@
 //! putting a symlink in its place) changes what the grant points at.
 
 mod located;
+mod private;
 mod single;
 
 use std::os::fd::AsRawFd;
@@ -28,9 +29,10 @@ use cap_std::fs::Dir;
 use serde::Deserialize;
 use wasmtime_wasi::FsPerms;
 
+pub use private::remove_stale_folders;
 use single::SingleFile;
 
-use super::{Capability, Ceiling, Grant, LocatedFile, SandboxBuilder};
+use super::{Capability, Ceiling, Grant, LocatedFile, Renewal, SandboxBuilder};
 
 /// The `[[files]]` entries of a manifest.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -81,9 +83,9 @@ impl Grant for FileGrants {
         Ok(())
     }
 
-    fn renew(&self) -> Result<()> {
+    fn renew(&self, renewal: &Renewal<'_>) -> Result<()> {
         for grant in &self.0 {
-            grant.renew()?;
+            grant.renew(renewal)?;
         }
         Ok(())
     }
@@ -249,21 +251,24 @@ impl FileGrant {
     }
 
     /// The directory to preopen: the held one, or the single file's private
-    /// one with the file's link or copy renewed.
-    fn current_dir(&self) -> Result<&Dir> {
+    /// one.
+    fn preopened_dir(&self) -> Result<&Dir> {
         match &self.held {
             Some(Held::Directory(dir)) => Ok(dir.as_ref()),
-            Some(Held::File(single)) => single
-                .refresh()
-                .with_context(|| format!("cannot show granted file {}", self.host.display())),
+            Some(Held::File(single)) => Ok(single.private_dir()),
             None => bail!("grant of {} was never resolved", self.host.display()),
         }
     }
 
     /// Renews the link or copy of a single granted file; a directory needs
     /// nothing, as it is held open.
-    fn renew(&self) -> Result<()> {
-        self.current_dir().map(drop)
+    fn renew(&self, renewal: &Renewal<'_>) -> Result<()> {
+        match &self.held {
+            Some(Held::File(single)) => single
+                .renew(renewal)
+                .with_context(|| format!("cannot show granted file {}", self.host.display())),
+            _ => Ok(()),
+        }
     }
 
     /// Preopens the held directory, or the file's private directory, in a
@@ -274,7 +279,7 @@ impl FileGrant {
             Access::ReadOnly => FsPerms::ReadOnly,
             Access::ReadWrite => FsPerms::ReadWrite,
         };
-        let dir = self.current_dir()?;
+        let dir = self.preopened_dir()?;
         sandbox
             .wasi
             .preopened_dir(held_path(dir), self.preopen_path(), perms)

@@ -1,6 +1,7 @@
 //! A single granted file, shown to the plugin through a private directory
 //! that holds only it: WASI preopens directories, and preopening the file's
-//! own folder would expose its neighbours.
+//! own folder would expose its neighbours. The private directory lies in a
+//! folder of its own ([`super::private`]).
 //!
 //! The private directory holds a hard link to the file, so the plugin reads
 //! (and, with `read-write`, writes) the file itself. When no link can be made
@@ -10,27 +11,43 @@
 //!
 //! The file's folder is opened once, when the plugin loads, and the file is
 //! looked up only by name inside that held folder, never following a
-//! symlink and never blocking on a FIFO: before each instance starts, and
-//! before each call on an instance kept from an earlier call, the link or
-//! copy is renewed if the operator replaced or changed the file, and
-//! a symlink or anything but a regular file swapped in for it is refused
-//! (the plugin keeps seeing the last good version).
+//! symlink and never blocking on a FIFO. Before each call, on the call's own
+//! thread, the link or copy is renewed if the operator replaced or changed
+//! the file ([`SingleFile::renew`]); a symlink or anything but a regular file
+//! swapped in for it is refused (the plugin keeps seeing the last good
+//! version).
+//!
+//! A copy is made only there, never at load, and within the plugin's limits:
+//! a file larger than its `memory_mib` is not copied (the plugin could never
+//! hold it in its memory, and a file it locates has the same bound), only
+//! the ranges that hold data are written (a sparse file costs only its
+//! data), and a copy unfinished when the call's time is up is dropped. The
+//! plugin then keeps seeing the last good version (none before the first),
+//! and the log names the plugin and the file.
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
-use std::sync::Mutex;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, TryLockError};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, SeekFrom};
 
 use super::Access;
+use super::private::PrivateFolder;
+use crate::policy::Renewal;
 
-/// Where the renewed link or copy is made before it is renamed into place.
-const STAGING: &str = ".staging";
+/// The name a renewed link or copy is made under, in the private folder,
+/// before it is renamed into the private directory.
+const STAGING: &str = "staging";
+
+/// Bytes a copy reads and writes at a time, between two looks at the clock.
+const COPY_CHUNK: usize = 1 << 20;
 
 /// One staged file.
 #[derive(Debug)]
@@ -38,18 +55,30 @@ pub struct SingleFile {
     /// The granted file's folder, held open since the plugin loaded.
     folder: Dir,
     name: String,
+    /// The granted file's path, to name in the log.
+    source: PathBuf,
     guest_dir: String,
-    /// Keeps the private directory on disk while the grant lives.
-    _private: tempfile::TempDir,
-    /// The private directory, held open.
-    private_dir: Dir,
+    private: PrivateFolder,
     staged_name: String,
-    state: Mutex<Staged>,
+    /// Whether the private directory shows a hard link to the file (else a
+    /// copy).
+    linked: bool,
+    shown: Mutex<Shown>,
 }
 
-/// How the private directory shows the file, and which version it shows.
+/// Which version of the file the private directory shows.
+#[derive(Debug)]
+struct Shown {
+    /// None before a copy was first made.
+    current: Option<Version>,
+    /// The last version found too large to copy, logged once.
+    too_large: Option<Version>,
+}
+
+/// A version of the granted file: for a link, the file itself (a change in
+/// place shows through it); for a copy, also its size and modification time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Staged {
+enum Version {
     Link {
         device: u64,
         inode: u64,
@@ -61,7 +90,7 @@ enum Staged {
     },
 }
 
-impl Staged {
+impl Version {
     fn of(stat: &rustix::fs::Stat, linked: bool) -> Self {
         if linked {
             Self::Link {
@@ -76,14 +105,18 @@ impl Staged {
             }
         }
     }
+}
 
-    fn is_link(self) -> bool {
-        matches!(self, Self::Link { .. })
-    }
+/// How a copy ended.
+enum Copied {
+    Whole,
+    OutOfTime,
 }
 
 impl SingleFile {
-    /// Creates the private directory for `source`, shown at guest path `guest`.
+    /// Creates the private directory for `source`, shown at guest path
+    /// `guest`, with a link to the file in it; a copy is left to the first
+    /// renewal.
     pub fn stage(source: &Path, guest: &str, access: Access) -> Result<Self> {
         let (guest_dir, staged_name) = guest
             .rsplit_once('/')
@@ -98,14 +131,9 @@ impl SingleFile {
             .with_context(|| format!("{} is not a UTF-8 file name", source.display()))?;
         let folder = Dir::open_ambient_dir(folder, ambient_authority())
             .with_context(|| format!("cannot open folder {}", folder.display()))?;
-        let private = tempfile::Builder::new()
-            .prefix("resmux-grant-")
-            .tempdir()
-            .context("cannot create a private directory for the file")?;
-        let private_dir = Dir::open_ambient_dir(private.path(), ambient_authority())
-            .context("cannot open the private directory for the file")?;
+        let private = PrivateFolder::create()?;
         let opened = open_regular(&folder, name)?;
-        let linked = match link(&opened, &private_dir, staged_name) {
+        let linked = match link(&opened, private.shown(), staged_name) {
             Ok(()) => true,
             Err(error) if access == Access::ReadWrite => {
                 return Err(error).with_context(|| {
@@ -115,20 +143,24 @@ impl SingleFile {
                     )
                 });
             }
-            Err(_) => {
-                copy(&opened, &private_dir, staged_name)?;
-                false
-            }
+            Err(_) => false,
         };
-        let state = Staged::of(&rustix::fs::fstat(&opened)?, linked);
+        let current = match linked {
+            true => Some(Version::of(&rustix::fs::fstat(&opened)?, true)),
+            false => None,
+        };
         Ok(Self {
             folder,
             name: name.to_owned(),
+            source: source.to_owned(),
             guest_dir: guest_dir.to_owned(),
-            _private: private,
-            private_dir,
+            private,
             staged_name: staged_name.to_owned(),
-            state: Mutex::new(state),
+            linked,
+            shown: Mutex::new(Shown {
+                current,
+                too_large: None,
+            }),
         })
     }
 
@@ -136,43 +168,105 @@ impl SingleFile {
         &self.guest_dir
     }
 
-    /// Renews the link or copy if the granted file changed, and returns the
-    /// private directory to preopen.
-    pub fn refresh(&self) -> Result<&Dir> {
+    /// The private directory to preopen.
+    pub fn private_dir(&self) -> &Dir {
+        self.private.shown()
+    }
+
+    /// Renews the link or copy if the granted file changed, within
+    /// `renewal`'s bounds. A call that finds another renewing it goes on
+    /// with the version shown now rather than wait.
+    pub fn renew(&self, renewal: &Renewal<'_>) -> Result<()> {
+        let mut shown = match self.shown.try_lock() {
+            Ok(shown) => shown,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(()),
+        };
         let opened = match open_regular(&self.folder, &self.name) {
             Ok(opened) => opened,
             Err(error) => {
-                tracing::warn!("still showing the last good version: {error:#}");
-                return Ok(&self.private_dir);
+                tracing::warn!(
+                    "plugin {}: granted file {}: still showing the last good version: {error:#}",
+                    renewal.plugin,
+                    self.source.display()
+                );
+                return Ok(());
             }
         };
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        let current = Staged::of(&rustix::fs::fstat(&opened)?, state.is_link());
+        let stat = rustix::fs::fstat(&opened)?;
+        let version = Version::of(&stat, self.linked);
         let staged_missing = self
-            .private_dir
+            .private
+            .shown()
             .symlink_metadata(&self.staged_name)
             .is_err();
-        if current != *state || staged_missing {
-            let _ = self.private_dir.remove_file(STAGING);
-            if state.is_link() {
-                link(&opened, &self.private_dir, STAGING)?;
-            } else {
-                copy(&opened, &self.private_dir, STAGING)?;
-            }
-            self.private_dir
-                .rename(STAGING, &self.private_dir, &self.staged_name)?;
-            *state = current;
+        if shown.current == Some(version) && !staged_missing {
+            return Ok(());
         }
-        Ok(&self.private_dir)
+        let staging = self.private.staging();
+        if self.linked {
+            let _ = staging.remove_file(STAGING);
+            link(&opened, staging, STAGING)?;
+        } else {
+            // A size the kernel cannot report is no size to copy.
+            let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+            if !self.copy_within(&opened, size, version, &mut shown, renewal)? {
+                return Ok(());
+            }
+        }
+        staging.rename(STAGING, self.private.shown(), &self.staged_name)?;
+        shown.current = Some(version);
+        Ok(())
+    }
+
+    /// Makes a copy of `opened` (of `size` bytes, at `version`) to rename
+    /// into place, unless it is larger than the plugin's memory limit or the
+    /// call's time runs out first: then the plugin keeps seeing the version
+    /// shown now, the log says why, and false is returned.
+    fn copy_within(
+        &self,
+        opened: &File,
+        size: u64,
+        version: Version,
+        shown: &mut Shown,
+        renewal: &Renewal<'_>,
+    ) -> Result<bool> {
+        if shown.too_large == Some(version) {
+            return Ok(false);
+        }
+        let memory_mib = renewal.limits.memory_mib;
+        if size > memory_mib.saturating_mul(1 << 20) {
+            shown.too_large = Some(version);
+            tracing::warn!(
+                "plugin {}: granted file {} is {size} bytes, more than its memory limit of {memory_mib} MiB: it is not copied, and the plugin keeps seeing the last good version",
+                renewal.plugin,
+                self.source.display()
+            );
+            return Ok(false);
+        }
+        let staging = self.private.staging();
+        let _ = staging.remove_file(STAGING);
+        let copied = copy(opened, size, staging, STAGING, renewal.deadline);
+        if !matches!(copied, Ok(Copied::Whole)) {
+            let _ = staging.remove_file(STAGING);
+        }
+        match copied.with_context(|| format!("cannot copy {}", self.source.display()))? {
+            Copied::Whole => Ok(true),
+            Copied::OutOfTime => {
+                tracing::warn!(
+                    "plugin {}: the copy of granted file {} ({size} bytes) was not done within the call's time limit: the plugin keeps seeing the last good version",
+                    renewal.plugin,
+                    self.source.display()
+                );
+                Ok(false)
+            }
+        }
     }
 }
 
 /// Opens `name` in `folder` for reading without following a symlink and
 /// without waiting on a FIFO, and only if it is a regular file.
-fn open_regular(folder: &Dir, name: &str) -> Result<OwnedFd> {
+fn open_regular(folder: &Dir, name: &str) -> Result<File> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let opened = rustix::fs::openat(folder, name, flags, Mode::empty())
         .map_err(io::Error::from)
@@ -181,21 +275,113 @@ fn open_regular(folder: &Dir, name: &str) -> Result<OwnedFd> {
     if kind != FileType::RegularFile {
         bail!("granted file {name:?} is no longer a regular file ({kind:?})");
     }
-    Ok(opened)
+    Ok(File::from(opened))
 }
 
 /// Hard-links the opened file itself (not whatever its name points at now)
 /// as `name` in `dir`.
-fn link(opened: &OwnedFd, dir: &Dir, name: &str) -> io::Result<()> {
+fn link(opened: &File, dir: &Dir, name: &str) -> io::Result<()> {
     let descriptor = format!("/proc/self/fd/{}", opened.as_raw_fd());
     rustix::fs::linkat(CWD, descriptor.as_str(), dir, name, AtFlags::SYMLINK_FOLLOW)?;
     Ok(())
 }
 
-/// Copies the opened file's contents to `name` in `dir`.
-fn copy(opened: &OwnedFd, dir: &Dir, name: &str) -> io::Result<()> {
-    let mut source = File::from(opened.as_fd().try_clone_to_owned()?);
-    let mut target = dir.create(name)?.into_std();
-    io::copy(&mut source, &mut target)?;
-    Ok(())
+/// Copies the first `size` bytes of `source` to a new file `name` in `dir`,
+/// writing only the ranges that hold data (holes stay holes), a chunk at a
+/// time, and gives up once `deadline` has passed.
+fn copy(source: &File, size: u64, dir: &Dir, name: &str, deadline: Instant) -> io::Result<Copied> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let target = File::from(rustix::fs::openat(
+        dir,
+        name,
+        flags,
+        Mode::RUSR | Mode::WUSR,
+    )?);
+    let mut buffer = vec![0; COPY_CHUNK];
+    let mut offset = 0;
+    while offset < size {
+        if Instant::now() >= deadline {
+            return Ok(Copied::OutOfTime);
+        }
+        let Some(data) = next_data(source, offset)? else {
+            break;
+        };
+        let hole = rustix::fs::seek(source, SeekFrom::Hole(data))?;
+        let end = hole.min(size).min(data.saturating_add(COPY_CHUNK as u64));
+        let Some(wanted) = end.checked_sub(data).filter(|wanted| *wanted > 0) else {
+            // Past the size measured, or changed under the copy: the next
+            // renewal sees the new version.
+            break;
+        };
+        let wanted = usize::try_from(wanted).unwrap_or(COPY_CHUNK);
+        let read = source.read_at(&mut buffer[..wanted], data)?;
+        if read == 0 {
+            break;
+        }
+        target.write_all_at(&buffer[..read], data)?;
+        offset = data + read as u64;
+    }
+    target.set_len(size)?;
+    Ok(Copied::Whole)
+}
+
+/// Where the next data at or after `offset` in `file` starts, if any does.
+fn next_data(file: &File, offset: u64) -> io::Result<Option<u64>> {
+    match rustix::fs::seek(file, SeekFrom::Data(offset)) {
+        Ok(data) => Ok(Some(data)),
+        Err(rustix::io::Errno::NXIO) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_copy_writes_only_the_data_and_gives_up_at_its_deadline() {
+        let size = 8 << 20;
+        let source = tempfile::tempfile().unwrap();
+        source.write_all_at(b"start", 0).unwrap();
+        source.write_all_at(b"end", size - 3).unwrap();
+        let folder = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(folder.path(), ambient_authority()).unwrap();
+        let later = Instant::now() + Duration::from_secs(60);
+
+        let whole = copy(&source, size, &dir, "whole", later).unwrap();
+        assert!(matches!(whole, Copied::Whole));
+        let copied = std::fs::read(folder.path().join("whole")).unwrap();
+        assert_eq!(copied.len() as u64, size);
+        assert!(copied.starts_with(b"start") && copied.ends_with(b"end"));
+        assert!(copied[5..copied.len() - 3].iter().all(|byte| *byte == 0));
+        let on_disk = std::fs::metadata(folder.path().join("whole"))
+            .unwrap()
+            .blocks()
+            * 512;
+        assert!(on_disk < 1 << 20, "the copy takes {on_disk} bytes on disk");
+
+        let part = copy(&source, 4, &dir, "part", later).unwrap();
+        assert!(matches!(part, Copied::Whole));
+        assert_eq!(std::fs::read(folder.path().join("part")).unwrap(), b"star");
+
+        let late = copy(&source, size, &dir, "late", Instant::now()).unwrap();
+        assert!(matches!(late, Copied::OutOfTime));
+    }
+
+    #[test]
+    fn a_copy_never_writes_through_what_is_already_at_its_name() {
+        let source = tempfile::tempfile().unwrap();
+        source.write_all_at(b"data", 0).unwrap();
+        let folder = tempfile::tempdir().unwrap();
+        let victim = folder.path().join("victim");
+        std::fs::write(&victim, b"untouched").unwrap();
+        std::os::unix::fs::symlink(&victim, folder.path().join("staging")).unwrap();
+        let dir = Dir::open_ambient_dir(folder.path(), ambient_authority()).unwrap();
+        let later = Instant::now() + Duration::from_secs(60);
+        assert!(copy(&source, 4, &dir, "staging", later).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"untouched");
+    }
 }
