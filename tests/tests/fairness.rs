@@ -4,10 +4,14 @@
 //! Each test checks the host-side state (memory, threads), that other
 //! requests keep being answered, and the error that names the limit.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use resmux_tests::{Folder, RawServer, error_message, mkfifo};
 use serde_json::json;
+
+/// Opens without waiting (Linux, x86_64 and aarch64).
+const O_NONBLOCK: i32 = 0o4000;
 
 /// A figure of `/proc/PID/status`, in KiB.
 fn status_kib(pid: u32, field: &str) -> u64 {
@@ -20,7 +24,9 @@ fn status_kib(pid: u32, field: &str) -> u64 {
 }
 
 fn threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count()
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count()
 }
 
 /// The liar with `data` granted at `/data` and the limits in `limits`.
@@ -37,37 +43,75 @@ fn liar_with(limits: &str) -> Folder {
     folder
 }
 
-#[tokio::test]
-async fn a_client_that_never_reads_its_answers_is_held_back() {
+/// How much resmux's memory grew while a client read none of its answers,
+/// in KiB.
+struct Grown(u64);
+
+impl Grown {
+    /// 16 requests running and 16 MiB waiting, each answer held as bytes
+    /// and encoded, the plugin's instances and what the allocator keeps of
+    /// freed memory for a while (measured: 150 to 330 MiB; unbounded, 1.4 GiB
+    /// of answers queue).
+    fn assert_held_back(&self) {
+        assert!(
+            self.0 < 448 * 1024,
+            "RSS grew by {} KiB while the client read nothing",
+            self.0
+        );
+    }
+}
+
+/// Sends 250 requests for 4 MiB (5.6 MiB as base64 in JSON: 1.4 GiB of
+/// answers if they all queued), reads none of the answers for a while, then
+/// all of them, each whole.
+async fn grown_for_a_client_that_reads_late(
+    method: &str,
+    params: serde_json::Value,
+    blob: impl Fn(&serde_json::Value) -> Option<&str>,
+) -> Grown {
     let folder = Folder::new();
     folder.plugin("liar", "liar");
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let before = status_kib(server.pid(), "VmRSS");
-    // 250 reads of 4 MiB each (5.6 MiB as base64 in JSON): 1.4 GiB of
-    // answers if they all queued. The client reads none for a while.
     let mut ids = Vec::new();
     for _ in 0..250 {
-        ids.push(server.send_read("liar://huge/4").await.unwrap());
+        ids.push(server.send(method, params.clone()).await.unwrap());
     }
+    // The attack: the client reads nothing for a while.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let stalled = status_kib(server.pid(), "VmRSS");
     for id in ids {
         let response = server.response(id).await.unwrap();
         assert_eq!(
-            response["result"]["contents"][0]["blob"]
-                .as_str()
-                .map(str::len),
+            blob(&response).map(str::len),
             Some(5_592_408),
-            "read {id} is answered whole"
+            "request {id} is answered whole: {response:.200}"
         );
     }
-    let peak = status_kib(server.pid(), "VmHWM");
-    // 32 reads in flight and 16 MiB waiting, each read's answer held once
-    // as bytes and once encoded, on top of where it started.
-    assert!(
-        peak < before + 600 * 1024,
-        "peak RSS {peak} KiB, from {before} KiB at the start"
-    );
     server.stop().await.unwrap();
+    Grown(stalled.saturating_sub(before))
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_its_answers_is_held_back() {
+    grown_for_a_client_that_reads_late(
+        "resources/read",
+        json!({ "uri": "liar://huge/4" }),
+        |response| response["result"]["contents"][0]["blob"].as_str(),
+    )
+    .await
+    .assert_held_back();
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_its_tool_answers_is_held_back() {
+    grown_for_a_client_that_reads_late(
+        "tools/call",
+        json!({ "name": "read_resource", "arguments": { "uri": "liar://huge/4" } }),
+        |response| response["result"]["content"][0]["resource"]["blob"].as_str(),
+    )
+    .await
+    .assert_held_back();
 }
 
 #[tokio::test]
@@ -84,7 +128,10 @@ async fn reads_that_reuse_a_request_id_are_each_answered() {
     for _ in 0..2 {
         let answer = server.next_message().await.unwrap();
         assert_eq!(answer["id"], 7, "{answer}");
-        assert!(answer["result"]["contents"][0]["text"].is_string(), "{answer}");
+        assert!(
+            answer["result"]["contents"][0]["text"].is_string(),
+            "{answer}"
+        );
     }
     server.stop().await.unwrap();
 }
@@ -100,7 +147,12 @@ async fn a_located_file_over_the_answer_limit_is_refused_before_it_is_read() {
     let before = status_kib(server.pid(), "VmRSS");
     let mut ids = Vec::new();
     for _ in 0..4 {
-        ids.push(server.send_read("liar://located/data/big.bin").await.unwrap());
+        ids.push(
+            server
+                .send_read("liar://located/data/big.bin")
+                .await
+                .unwrap(),
+        );
     }
     for id in ids {
         let response = server.response(id).await.unwrap();
@@ -136,7 +188,11 @@ async fn a_locate_that_runs_out_of_time_leaves_locate_on_for_other_paths() {
 
 #[tokio::test]
 async fn time_spent_waiting_for_a_call_slot_is_not_counted_against_the_plugin() {
-    let folder = liar_with("timeout_ms = 1000\nconcurrent_calls = 1");
+    let folder = Folder::new();
+    folder.plugin("liar", "liar").manifest(
+        "liar",
+        "[limits]\ntimeout_ms = 1000\nconcurrent_calls = 1\n",
+    );
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     // The first read holds the one slot for 700 ms; the second waits for
     // it, then needs 600 ms of its own: more than its limit all told, well
@@ -151,14 +207,19 @@ async fn time_spent_waiting_for_a_call_slot_is_not_counted_against_the_plugin() 
 }
 
 #[tokio::test]
-async fn locate_can_open_no_file_so_no_thread_is_stuck_in_it() {
+async fn threads_stuck_in_a_plugins_files_stay_within_its_call_slots() {
     let folder = liar_with("concurrent_calls = 4\ntimeout_ms = 1000");
     mkfifo(&folder.path().join("data/fifo"));
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let before = threads(server.pid());
     let mut ids = Vec::new();
     for _ in 0..16 {
-        ids.push(server.send_read("liar://locate-open/data/fifo").await.unwrap());
+        ids.push(
+            server
+                .send_read("liar://locate-open/data/fifo")
+                .await
+                .unwrap(),
+        );
     }
     for id in ids {
         let response = server.response(id).await.unwrap();
@@ -194,11 +255,11 @@ async fn locate_can_open_no_file_so_no_thread_is_stuck_in_it() {
             .await
             .starts_with("# Welcome")
     );
-    std::fs::OpenOptions::new()
+    // Frees the stuck threads: a writer that does not wait for a reader.
+    let _ = std::fs::OpenOptions::new()
         .write(true)
-        .open(folder.path().join("data/fifo"))
-        .map(drop)
-        .unwrap();
+        .custom_flags(O_NONBLOCK)
+        .open(folder.path().join("data/fifo"));
     server.stop().await.unwrap();
 }
 
@@ -214,10 +275,8 @@ async fn a_ping_is_answered_while_every_core_runs_a_spinning_plugin() {
     for _ in 0..cores {
         spinning.push(server.send_read("liar://spin").await.unwrap());
     }
-    // Let the spinning reads take the runtime's threads.
-    server
-        .wait_for_log("spin", 0, Duration::from_millis(300))
-        .await;
+    // The attack: the spinning reads take the runtime's threads first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut slowest = Duration::ZERO;
     for _ in 0..5 {
         let started = Instant::now();

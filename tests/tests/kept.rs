@@ -58,7 +58,9 @@ async fn a_directory_moved_out_of_the_grant_is_not_reached_through_a_kept_handle
     std::fs::write(moved.join("secret.txt"), b"the operator's secret").unwrap();
 
     assert_eq!(
-        server.read_text("liar://through-stash/read/secret.txt").await,
+        server
+            .read_text("liar://through-stash/read/secret.txt")
+            .await,
         "nothing stashed"
     );
     assert_eq!(
@@ -111,10 +113,7 @@ async fn http_trailers_still_to_come_are_not_kept_between_calls() {
         ),
     );
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
-    assert_eq!(
-        server.read_text("liar://stash/trailers").await,
-        "stashed"
-    );
+    assert_eq!(server.read_text("liar://stash/trailers").await, "stashed");
     assert_eq!(
         server.read_text("liar://through-stash/trailers").await,
         "nothing stashed"
@@ -135,6 +134,83 @@ async fn an_instance_holding_only_its_grant_is_still_kept() {
     assert_eq!(
         server.read_text("liar://count").await,
         "read 2 of this instance"
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_read_only_grant_reached_through_a_read_write_one_is_not_kept_writable() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest(
+            "liar",
+            "[[files]]\nhost = \"data\"\nguest = \"/data\"\naccess = \"read-write\"\n\
+             [[files]]\nhost = \"data/ref\"\nguest = \"/ref\"\n",
+        )
+        .file("data/ref/fact.txt", b"fact");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    // The read-only grant's own directory, opened through the read-write
+    // grant above it: the same inode, with write access.
+    assert_eq!(
+        server.read_text("liar://stash/dir//data/ref").await,
+        "stashed"
+    );
+    let moved = move_out(folder.path(), "ref");
+    assert_eq!(
+        server
+            .read_text("liar://through-stash/write/planted.txt/owned")
+            .await,
+        "nothing stashed"
+    );
+    assert!(!moved.join("planted.txt").exists());
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_link_a_plugin_makes_beside_a_granted_file_is_gone_before_its_next_call() {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .manifest(
+            "liar",
+            "[[files]]\nhost = \"etc/app.toml\"\nguest = \"/config/app.toml\"\naccess = \"read-write\"\n",
+        )
+        .file("etc/app.toml", b"port = 1");
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    assert_eq!(
+        server
+            .read_text("liar://link//config/app.toml,/config/keep")
+            .await,
+        "ok"
+    );
+    // The operator rotates the file: the old version moves aside.
+    let etc = folder.path().join("etc");
+    std::fs::rename(etc.join("app.toml"), etc.join("app.toml.1")).unwrap();
+    std::fs::write(etc.join("app.toml"), b"port = 22").unwrap();
+
+    assert_eq!(
+        server.read_text("liar://open//config/keep").await,
+        "error: NotFound"
+    );
+    assert_eq!(
+        server.read_text("liar://open//config/app.toml").await,
+        "ok: 9 bytes"
+    );
+    assert_eq!(
+        server.read_text("liar://write//config/keep").await,
+        "ok",
+        "the plugin may write beside the file during a call"
+    );
+    assert_eq!(
+        server.read_text("liar://open//config/keep").await,
+        "error: NotFound",
+        "and what it wrote is gone by its next call"
+    );
+    assert_eq!(
+        std::fs::read(etc.join("app.toml.1")).unwrap(),
+        b"port = 1",
+        "the old version is untouched"
     );
     server.stop().await.unwrap();
 }

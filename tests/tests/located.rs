@@ -123,32 +123,23 @@ async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
 }
 
 #[tokio::test]
-async fn locate_stalled_on_a_fifo_fails_at_its_timeout_and_is_asked_no_more() {
+async fn locate_has_no_files_so_a_fifo_cannot_stall_it_nor_switch_it_off() {
     let folder = liar_granted_data("[limits]\ntimeout_ms = 1000\n");
-    let fifo = folder.path().join("data/pipe");
-    mkfifo(&fifo);
+    mkfifo(&folder.path().join("data/pipe"));
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     assert_eq!(server.read_text(INSIDE_URI).await, INSIDE_TEXT);
-    let stalled = server.read("liar://locate-open/data/pipe").await.unwrap();
+    // `locate` opens the FIFO: on an instance without file grants there is
+    // nothing to open, so it answers at once instead of waiting for a
+    // writer on a thread nothing could free.
+    let refused = server.read("liar://locate-open/data/pipe").await.unwrap();
     assert!(
-        error_message(&stalled)
-            .ends_with("plugin liar exceeded its time limit of 1000 ms in locate"),
-        "{stalled}"
+        error_message(&refused).ends_with("opened: false"),
+        "{refused}"
     );
-    // Its file operations there may still be stuck on a blocking thread, so
-    // the plugin is asked no more where its files are: `read` answers.
-    assert_eq!(
-        server.read_text(INSIDE_URI).await,
-        read_by_the_plugin("data/inside.txt")
-    );
+    // The plugin is still asked where its files are, and the host reads them.
+    assert_eq!(server.read_text(INSIDE_URI).await, INSIDE_TEXT);
     notes_still_answer(&mut server).await;
-    // Opening the other end frees the stuck thread.
-    drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
-    let log = server.stop().await.unwrap();
-    assert!(
-        log.contains("locate ran out of time; the plugin's reads go through read alone until it is loaded again"),
-        "{log}"
-    );
+    server.stop().await.unwrap();
 }
 
 #[tokio::test]

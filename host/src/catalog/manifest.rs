@@ -108,7 +108,7 @@ impl Manifest {
 
     /// The plugin's policy, with its grants resolved against `manifest_dir`.
     pub fn policy(&self, manifest_dir: &Path) -> Result<Policy> {
-        Policy::resolve(&self.capabilities(), self.limits.sandbox, manifest_dir)
+        Policy::resolve(&self.capabilities(), &self.limits, manifest_dir)
     }
 }
 

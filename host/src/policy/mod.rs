@@ -118,6 +118,9 @@ pub struct Renewal<'a> {
 #[derive(Clone)]
 pub struct Policy {
     pub limits: Limits,
+    /// The most bytes one read may answer: a file the host reads for the
+    /// plugin is refused past it before any of it is read.
+    pub max_read_bytes: u64,
     grants: Vec<Arc<dyn Grant>>,
 }
 
@@ -125,7 +128,7 @@ impl Policy {
     /// Resolves every capability a manifest lists, in order.
     pub fn resolve(
         capabilities: &[&dyn Capability],
-        limits: Limits,
+        limits: &LimitsSection,
         manifest_dir: &Path,
     ) -> Result<Self> {
         let grants = capabilities
@@ -136,7 +139,11 @@ impl Policy {
                     .with_context(|| format!("[{}]", capability.section()))
             })
             .collect::<Result<_>>()?;
-        Ok(Self { limits, grants })
+        Ok(Self {
+            limits: limits.sandbox,
+            max_read_bytes: limits.answers.max_read_bytes,
+            grants,
+        })
     }
 
     pub fn grants(&self) -> &[Arc<dyn Grant>] {

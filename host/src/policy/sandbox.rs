@@ -30,8 +30,9 @@ use super::network::{GrantedNames, HttpPolicy, LookupView, NetworkGrant};
 use super::output::PluginOutput;
 use super::standard::LiveStreams;
 
-/// A directory as the file system knows it: its device and inode.
-pub type DirectoryIdentity = (u64, u64);
+/// A granted directory as the file system knows it (its device and inode),
+/// and whether the grant lets the plugin write there.
+pub type GrantedDirectory = (u64, u64, bool);
 
 /// The host state of one plugin instance.
 pub struct Sandbox {
@@ -44,7 +45,7 @@ pub struct Sandbox {
     stdout: PluginOutput,
     stderr: PluginOutput,
     streams: LiveStreams,
-    granted_directories: Vec<DirectoryIdentity>,
+    granted_directories: Vec<GrantedDirectory>,
 }
 
 /// A sandbox being built: each grant adds its share.
@@ -60,7 +61,7 @@ pub struct SandboxBuilder {
     streams: LiveStreams,
     /// The directories granted to the instance, preopened: the only
     /// descriptors it may keep between calls.
-    pub granted_directories: Vec<DirectoryIdentity>,
+    pub granted_directories: Vec<GrantedDirectory>,
 }
 
 impl SandboxBuilder {
@@ -161,13 +162,19 @@ impl Sandbox {
 }
 
 /// Whether `descriptor` is one of `directories` itself (a granted directory,
-/// preopened or opened again), not a file or a directory below one.
-fn is_one_of(descriptor: &Descriptor, directories: &[DirectoryIdentity]) -> bool {
+/// preopened or opened again), with no more access than a grant of it
+/// gives: not a file, not a directory below one, and not a read-only grant
+/// reached through a read-write one above it.
+fn is_one_of(descriptor: &Descriptor, directories: &[GrantedDirectory]) -> bool {
     let Descriptor::Dir(dir) = descriptor else {
         return false;
     };
-    rustix::fs::fstat(dir.dir.as_fd())
-        .is_ok_and(|stat| directories.contains(&(stat.st_dev, stat.st_ino)))
+    let writes = !dir.perms.write_not_permitted();
+    rustix::fs::fstat(dir.dir.as_fd()).is_ok_and(|stat| {
+        directories.iter().any(|&(device, inode, writable)| {
+            (device, inode) == (stat.st_dev, stat.st_ino) && (writable || !writes)
+        })
+    })
 }
 
 impl WasiView for Sandbox {

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::bytes::Bytes;
 use wasmtime_wasi::async_trait;
 use wasmtime_wasi::cli::{IsTerminal, StdinStream, StdoutStream};
 use wasmtime_wasi::p2::{InputStream, OutputStream, Pollable, StreamResult};
-use tokio_util::bytes::Bytes;
 
 /// How many handles to one instance's standard streams are alive.
 #[derive(Clone, Default)]

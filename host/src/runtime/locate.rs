@@ -57,14 +57,17 @@ pub fn read(
     let Some(opened) = policy.open_located(&located.file) else {
         return Ok(None);
     };
-    let limit = policy.limits.answers.max_read_bytes;
+    let limit = policy.max_read_bytes;
     if opened.size > limit {
         return Err(ProviderError::Fault(format!(
             "plugin {plugin}: the file {:?} it located for {path:?} holds {} bytes, over its max_read_bytes of {limit}",
             located.file, opened.size
         )));
     }
-    let most = policy.limits.memory_bytes().min(usize::try_from(limit).unwrap_or(usize::MAX));
+    let most = policy
+        .limits
+        .memory_bytes()
+        .min(usize::try_from(limit).unwrap_or(usize::MAX));
     let Some(bytes) = read_at_most(&opened.file, opened.size, most) else {
         return Ok(None);
     };

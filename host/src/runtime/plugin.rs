@@ -476,11 +476,11 @@ impl Shared {
         located: locate::Located,
     ) -> Result<Option<ReadResult>, ProviderError> {
         let timeout = self.policy.limits.timeout();
-        let slot = match tokio::time::timeout(timeout, self.call_slots.clone().acquire_owned()).await
-        {
-            Ok(slot) => slot.expect("the call semaphore is never closed"),
-            Err(_) => return Err(self.busy()),
-        };
+        let slot =
+            match tokio::time::timeout(timeout, self.call_slots.clone().acquire_owned()).await {
+                Ok(slot) => slot.expect("the call semaphore is never closed"),
+                Err(_) => return Err(self.busy()),
+            };
         let shared = self.clone();
         let owned = path.to_owned();
         let read = tokio::task::spawn_blocking(move || {

@@ -16,16 +16,25 @@
 //!
 //! Of what rmcp's loop keeps per request, a read needs only its
 //! cancellation: a `notifications/cancelled` naming a read in flight here
-//! cancels it and drops its answer, as rmcp does, and is then handed on to
+//! ends it and drops its answer, as rmcp does, and is then handed on to
 //! rmcp as well. The task-locals rmcp sets around a handler
 //! (`ORIGINATING_REQUEST`, `ORIGINATING_PROTOCOL_VERSION`) only serve
 //! requests the server sends the client from a handler, which a read never
 //! does.
+//!
+//! Every request of the session is counted while it runs, except
+//! `subscriptions/listen`, whose stream lasts the session: a read here from
+//! when it starts until it ends (a cancelled one ends at once); a request
+//! handed to rmcp's loop from when it is handed on until its handler ends or
+//! its answer leaves, whichever comes first (rmcp answers some requests
+//! without a handler, and starts a handler some time after it took the
+//! request). The transport reads no more of stdin while
+//! [`DirectReads::until_fewer_than`] says too many run.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use futures::future::BoxFuture;
 use rmcp::ErrorData;
@@ -49,8 +58,12 @@ pub struct DirectReads {
     /// request id, and each of its reads is still answered.
     in_flight: Mutex<HashMap<u64, (RequestId, CancellationToken)>>,
     next_read: AtomicU64,
-    /// Woken whenever a read ends.
-    read_ended: tokio::sync::Notify,
+    /// Requests that run now, here and in rmcp's loop.
+    running: AtomicUsize,
+    /// The requests handed to rmcp's loop that run now, by id.
+    passed: Mutex<HashMap<RequestId, usize>>,
+    /// Woken whenever a request stops running.
+    ended: tokio::sync::Notify,
 }
 
 /// The session's handler as rmcp sees it. The request that opens the
@@ -79,7 +92,15 @@ impl Service<RoleServer> for PeerHandover {
         if !matches!(request, ClientRequest::DiscoverRequest(_)) {
             self.reads.start(&context.peer);
         }
-        self.handler.handle_request(request, context)
+        let handled = Handled {
+            reads: self.reads.clone(),
+            id: context.id.clone(),
+        };
+        let answer = self.handler.handle_request(request, context);
+        async move {
+            let _handled = handled;
+            answer.await
+        }
     }
 
     fn handle_notification(
@@ -119,18 +140,51 @@ impl DirectReads {
             peer: OnceLock::new(),
             in_flight: Mutex::default(),
             next_read: AtomicU64::new(0),
-            read_ended: tokio::sync::Notify::new(),
+            running: AtomicUsize::new(0),
+            passed: Mutex::default(),
+            ended: tokio::sync::Notify::new(),
         })
     }
 
-    /// Waits until fewer than `most` reads are in flight here.
+    /// Counts `message`, about to be handed to rmcp's loop, as running if it
+    /// is a request (but `subscriptions/listen`).
+    pub fn pass(&self, message: &ClientJsonRpcMessage) {
+        if let JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }) = message
+            && !matches!(request, ClientRequest::SubscriptionsListenRequest(_))
+        {
+            *lock(&self.passed).entry(id.clone()).or_default() += 1;
+            self.running.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// A request handed to rmcp's loop with `id` runs no more: its handler
+    /// ended or its answer is leaving (the first of the two counts).
+    pub fn release(&self, id: &RequestId) {
+        let mut passed = lock(&self.passed);
+        let Some(running) = passed.get_mut(id) else {
+            return;
+        };
+        *running -= 1;
+        if *running == 0 {
+            passed.remove(id);
+        }
+        drop(passed);
+        self.end_one();
+    }
+
+    fn end_one(&self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
+        self.ended.notify_waiters();
+    }
+
+    /// Waits until fewer than `most` of the session's requests run.
     pub async fn until_fewer_than(&self, most: usize) {
         loop {
-            let ended = self.read_ended.notified();
+            let ended = self.ended.notified();
             let mut ended = std::pin::pin!(ended);
             // Registered before the count is read, so no end goes unheard.
             ended.as_mut().enable();
-            if self.in_flight().len() < most {
+            if self.running.load(Ordering::Acquire) < most {
                 return;
             }
             ended.await;
@@ -190,14 +244,22 @@ impl DirectReads {
         peer: Peer<RoleServer>,
     ) -> BoxFuture<'static, Option<ServerJsonRpcMessage>> {
         let ct = CancellationToken::new();
+        let running = Running::new(self.clone());
         let in_flight = InFlight::new(self.clone(), id.clone(), ct.clone());
         let mut context = RequestContext::new(id.clone(), peer);
-        context.ct = ct;
+        context.ct = ct.clone();
         context.meta = std::mem::take(request.get_meta_mut());
         context.extensions = std::mem::take(request.extensions_mut());
         let reads = self.clone();
         Box::pin(async move {
-            let result = reads.handler.handle_request(request, context).await;
+            let _running = running;
+            // A cancelled read ends at once, its handler dropped, so that it
+            // stops counting only once nothing of it runs.
+            let result = tokio::select! {
+                biased;
+                () = ct.cancelled() => return None,
+                result = reads.handler.handle_request(request, context) => result,
+            };
             // Cancelled meanwhile: nothing is sent.
             if !in_flight.finish() {
                 return None;
@@ -209,10 +271,8 @@ impl DirectReads {
         })
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (RequestId, CancellationToken)>> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn in_flight(&self) -> MutexGuard<'_, HashMap<u64, (RequestId, CancellationToken)>> {
+        lock(&self.in_flight)
     }
 }
 
@@ -243,9 +303,7 @@ impl InFlight {
 
     /// Takes the read off those in flight; whether it was still there.
     fn end(&self) -> bool {
-        let was_there = self.reads.in_flight().remove(&self.number).is_some();
-        self.reads.read_ended.notify_waiters();
-        was_there
+        self.reads.in_flight().remove(&self.number).is_some()
     }
 }
 
@@ -255,4 +313,36 @@ impl Drop for InFlight {
             self.end();
         }
     }
+}
+
+/// A read here, counted while it runs.
+struct Running(Arc<DirectReads>);
+
+impl Running {
+    fn new(reads: Arc<DirectReads>) -> Self {
+        reads.running.fetch_add(1, Ordering::AcqRel);
+        Self(reads)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.end_one();
+    }
+}
+
+/// A request rmcp's loop handles: released when its handler ends.
+struct Handled {
+    reads: Arc<DirectReads>,
+    id: RequestId,
+}
+
+impl Drop for Handled {
+    fn drop(&mut self) {
+        self.reads.release(&self.id);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

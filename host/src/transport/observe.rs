@@ -111,7 +111,9 @@ async fn require_token(
         Some(_) => "the bearer token is not the metrics token",
         None => "no bearer token",
     };
-    tracing::warn!("refused a scrape of /metrics: {reason}");
+    // At debug: the scraper is told why, and a flood of refused scrapes
+    // must not flood the log.
+    tracing::debug!("refused a scrape of /metrics: {reason}");
     (
         StatusCode::UNAUTHORIZED,
         [(header::WWW_AUTHENTICATE, "Bearer realm=\"resmux-metrics\"")],

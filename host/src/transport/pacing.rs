@@ -1,9 +1,10 @@
 //! Request bodies arrive at a decent pace or not at all. A body may take
 //! [`BODY_TIMEOUT`] from the moment resmux first waits for it, and one second
-//! more for each [`MIN_BODY_RATE`] bytes that have arrived (the scheme of
-//! Apache's `mod_reqtimeout`): a client that trickles a body in (a byte
-//! every few seconds) is answered 408 and its connection closed, while a
-//! large body on a slow but steady link arrives whole.
+//! more for each [`MIN_BODY_RATE`] bytes that have arrived, up to
+//! [`MAX_BODY_TIME`] in all (the scheme of Apache's `mod_reqtimeout`): a
+//! client that trickles a body in (a byte every few seconds) is answered 408
+//! and its connection closed, while a large body on a slow but steady link
+//! arrives whole.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,6 +25,8 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes per second a body must average past [`BODY_TIMEOUT`]: each of
 /// them that arrives gives the body that much more time.
 pub const MIN_BODY_RATE: u64 = 4096;
+/// The longest any body may take, however much of it arrived early.
+pub const MAX_BODY_TIME: Duration = Duration::from_secs(60);
 
 /// Serves the request with its body paced; answers 408, closing the
 /// connection, when the body fell behind.
@@ -73,7 +76,8 @@ impl Paced {
 
 /// The time a body that has delivered `received` bytes may take.
 fn allowed(received: u64) -> Duration {
-    BODY_TIMEOUT + Duration::from_millis(received.saturating_mul(1000) / MIN_BODY_RATE)
+    let credit = Duration::from_millis(received.saturating_mul(1000) / MIN_BODY_RATE);
+    (BODY_TIMEOUT + credit).min(MAX_BODY_TIME)
 }
 
 impl HttpBody for Paced {

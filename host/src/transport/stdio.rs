@@ -17,9 +17,11 @@
 //! first waits ([`Stdio::answer_read`]), and writes their answers itself.
 //!
 //! A client that sends faster than it reads its answers is held back: stdin
-//! is not read while [`MAX_READS_IN_FLIGHT`] reads are in flight or
-//! [`MAX_WAITING_BYTES`] of answers wait for stdout, so such a client costs
-//! resmux at most those answers, however many requests it sends.
+//! is not read while [`MAX_REQUESTS_RUNNING`] of its requests run (reads,
+//! tool calls, listings: any but a `subscriptions/listen` stream; a
+//! cancelled one until its handler ends) or [`MAX_WAITING_BYTES`] of answers
+//! wait for stdout, so such a client costs resmux at most those answers,
+//! however many requests it sends.
 
 use std::borrow::Cow;
 use std::io::{self, IoSlice};
@@ -32,9 +34,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest,
-    JsonRpcVersion2_0, ListResourceTemplatesRequest, ListResourcesRequest, PingRequest,
-    ReadResourceRequest, ReadResourceRequestParams, RequestId, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcError, JsonRpcMessage, JsonRpcRequest,
+    JsonRpcResponse, JsonRpcVersion2_0, ListResourceTemplatesRequest, ListResourcesRequest,
+    PingRequest, ReadResourceRequest, ReadResourceRequestParams, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::service::RoleServer;
 use rmcp::transport::Transport;
@@ -64,8 +66,9 @@ const WRITE_AFTER_ANSWERS: usize = 64;
 /// times stdin runs dry; reads after that go straight to tasks of their own.
 const INLINE_BUDGET: Duration = Duration::from_millis(1);
 
-/// Reads in flight at once; stdin waits while this many are.
-const MAX_READS_IN_FLIGHT: usize = 32;
+/// Requests of the session that may run at once; stdin waits while this
+/// many do.
+const MAX_REQUESTS_RUNNING: usize = 16;
 
 /// Bytes of answers queued or being written to stdout before stdin waits
 /// for the client to read them.
@@ -165,7 +168,7 @@ where
 
     /// Waits until fewer than [`MAX_WAITING_BYTES`] of answers wait for
     /// stdout, with a writer on its way while they do.
-    async fn until_answers_leave(&self) {
+    async fn until_answers_leave(&mut self) {
         loop {
             let written = self.outbox.written.notified();
             let mut written = std::pin::pin!(written);
@@ -203,13 +206,18 @@ where
         &mut self,
         message: ServerJsonRpcMessage,
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        if let JsonRpcMessage::Response(JsonRpcResponse { id, .. })
+        | JsonRpcMessage::Error(JsonRpcError { id: Some(id), .. }) = &message
+        {
+            self.reads.release(id);
+        }
         let outbox = self.outbox.clone();
         async move { outbox.send(encode(&message)?).await }
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            self.reads.until_fewer_than(MAX_READS_IN_FLIGHT).await;
+            self.reads.until_fewer_than(MAX_REQUESTS_RUNNING).await;
             self.until_answers_leave().await;
             let next_line = std::future::poll_fn(|context| {
                 let next_line = self.lines.poll_next_unpin(context);
@@ -237,6 +245,7 @@ where
                 Incoming::Message(message) => match self.reads.route(message) {
                     Routed::Passed(message) => {
                         self.write_queued_soon();
+                        self.reads.pass(&message);
                         return Some(message);
                     }
                     Routed::Read(answer) => self.answer_read(answer),
@@ -314,8 +323,6 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
         queued.push(line);
         queued.len()
     }
-
-
 
     fn has_queued(&self) -> bool {
         !self

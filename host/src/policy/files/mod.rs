@@ -287,9 +287,11 @@ impl FileGrant {
             .with_context(|| format!("cannot open granted path {}", self.host.display()))?;
         let stat = rustix::fs::fstat(dir)
             .with_context(|| format!("cannot stat granted path {}", self.host.display()))?;
-        sandbox
-            .granted_directories
-            .push((stat.st_dev, stat.st_ino));
+        sandbox.granted_directories.push((
+            stat.st_dev,
+            stat.st_ino,
+            self.access == Access::ReadWrite,
+        ));
         Ok(())
     }
 }

@@ -73,6 +73,10 @@ struct Shown {
     current: Option<Version>,
     /// The last version found too large to copy, logged once.
     too_large: Option<Version>,
+    /// The device and inode of what the private directory shows: anything
+    /// else under its name (the plugin's own file, renamed over it) is
+    /// replaced.
+    staged: Option<(u64, u64)>,
 }
 
 /// A version of the granted file: for a link, the file itself (a change in
@@ -145,9 +149,13 @@ impl SingleFile {
             }
             Err(_) => false,
         };
-        let current = match linked {
-            true => Some(Version::of(&rustix::fs::fstat(&opened)?, true)),
-            false => None,
+        let stat = rustix::fs::fstat(&opened)?;
+        let (current, staged) = match linked {
+            true => (
+                Some(Version::of(&stat, true)),
+                Some((stat.st_dev, stat.st_ino)),
+            ),
+            false => (None, None),
         };
         Ok(Self {
             folder,
@@ -160,6 +168,7 @@ impl SingleFile {
             shown: Mutex::new(Shown {
                 current,
                 too_large: None,
+                staged,
             }),
         })
     }
@@ -193,20 +202,30 @@ impl SingleFile {
                 return Ok(());
             }
         };
+        self.remove_strays(renewal);
         let stat = rustix::fs::fstat(&opened)?;
         let version = Version::of(&stat, self.linked);
-        let staged_missing = self
-            .private
-            .shown()
-            .symlink_metadata(&self.staged_name)
-            .is_err();
-        if shown.current == Some(version) && !staged_missing {
+        let staged_now = rustix::fs::statat(
+            self.private.shown(),
+            self.staged_name.as_str(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .ok()
+        .map(|staged| (staged.st_dev, staged.st_ino));
+        if shown.current == Some(version) && staged_now.is_some() && staged_now == shown.staged {
             return Ok(());
         }
         let staging = self.private.staging();
         if self.linked {
             let _ = staging.remove_file(STAGING);
-            link(&opened, staging, STAGING)?;
+            if let Err(error) = link(&opened, staging, STAGING) {
+                tracing::warn!(
+                    "plugin {}: granted file {}: still showing the last good version: cannot link it: {error}",
+                    renewal.plugin,
+                    self.source.display()
+                );
+                return Ok(());
+            }
         } else {
             // A size the kernel cannot report is no size to copy.
             let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
@@ -214,9 +233,39 @@ impl SingleFile {
                 return Ok(());
             }
         }
+        let renamed = rustix::fs::statat(staging, STAGING, AtFlags::SYMLINK_NOFOLLOW)?;
         staging.rename(STAGING, self.private.shown(), &self.staged_name)?;
         shown.current = Some(version);
+        shown.staged = Some((renamed.st_dev, renamed.st_ino));
         Ok(())
+    }
+
+    /// Removes whatever the plugin left in its private directory beside
+    /// the file (with a read-write grant it may create entries there, and a
+    /// link it made to the file would keep an old version reachable after
+    /// the operator replaced it), so nothing of it outlives a call.
+    fn remove_strays(&self, renewal: &Renewal<'_>) {
+        let shown = self.private.shown();
+        let Ok(entries) = shown.entries() else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name == self.staged_name.as_str() {
+                continue;
+            }
+            let removed = match entry.file_type() {
+                Ok(kind) if kind.is_dir() => shown.remove_dir_all(&name),
+                _ => shown.remove_file(&name),
+            };
+            if let Err(error) = removed {
+                tracing::warn!(
+                    "plugin {}: cannot remove {name:?} it left beside granted file {}: {error}",
+                    renewal.plugin,
+                    self.source.display()
+                );
+            }
+        }
     }
 
     /// Makes a copy of `opened` (of `size` bytes, at `version`) to rename

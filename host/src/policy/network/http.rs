@@ -182,13 +182,14 @@ async fn vetted_address(grant: &NetworkGrant, target: &Target) -> Result<SocketA
     }
     let addresses: Vec<SocketAddr> = match target.host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, target.port)],
-        Err(_) => tokio::net::lookup_host((target.host.as_str(), target.port))
+        Err(_) => grant
+            .resolver()
+            .resolve(&target.host, target.port)
             .await
             .map_err(|error| Error::DnsError {
                 rcode: Some(error.to_string()),
                 info_code: None,
-            })?
-            .collect(),
+            })?,
     };
     addresses
         .into_iter()

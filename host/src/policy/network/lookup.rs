@@ -8,14 +8,18 @@
 //! leaves the machine for it. An IP literal is answered with itself, without
 //! a query. A `*` host grants no name lookup.
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::io;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+
+use tokio::task::JoinError;
 
 use wasmtime::component::{Linker, Resource, ResourceTable, ResourceType};
 use wasmtime_wasi::p2::bindings::sockets::network::{ErrorCode, IpAddress};
 use wasmtime_wasi::p2::{DynPollable, Network, Pollable, subscribe};
 
 use super::endpoint::{is_dns_label, name_labels};
+use super::resolver::Resolver;
 use super::{Host, NetworkGrant, Protocol};
 
 /// The interface resmux provides in place of WASI's.
@@ -26,6 +30,7 @@ const INTERFACE: &str = "wasi:sockets/ip-name-lookup@0.2.12";
 pub struct GrantedNames {
     /// Each name as its lowercase labels.
     names: Arc<[Vec<String>]>,
+    resolver: Resolver,
 }
 
 impl GrantedNames {
@@ -40,7 +45,10 @@ impl GrantedNames {
                 Host::Any | Host::Ip(_) => None,
             })
             .collect();
-        Self { names }
+        Self {
+            names,
+            resolver: grant.resolver().clone(),
+        }
     }
 
     /// The names, as `inspect` shows them.
@@ -121,17 +129,27 @@ fn resolve(names: &GrantedNames, name: &str) -> Result<AddressStream, ErrorCode>
         tracing::warn!(name, "refused a name lookup: no socket grant names it");
         return Err(ErrorCode::NameUnresolvable);
     }
-    let query = labels.join(".");
+    let lookup = names
+        .resolver
+        .lookup(&labels.join("."), 0)
+        .map_err(|busy| {
+            tracing::warn!(name, "refused a name lookup: {busy}");
+            ErrorCode::TemporaryResolverFailure
+        })?;
     Ok(AddressStream {
-        state: State::Pending(tokio::spawn(async move {
-            match tokio::net::lookup_host((query.as_str(), 0)).await {
-                Ok(addresses) => Ok(addresses
-                    .map(|address| address.ip().to_canonical())
-                    .collect()),
-                Err(_) => Err(ErrorCode::NameUnresolvable),
-            }
-        })),
+        state: State::Pending(lookup),
     })
+}
+
+/// The addresses a finished lookup found.
+fn found(joined: Result<io::Result<Vec<SocketAddr>>, JoinError>) -> Result<Vec<IpAddr>, ErrorCode> {
+    match joined {
+        Ok(Ok(addresses)) => Ok(addresses
+            .iter()
+            .map(|address| address.ip().to_canonical())
+            .collect()),
+        Ok(Err(_)) | Err(_) => Err(ErrorCode::NameUnresolvable),
+    }
 }
 
 /// The addresses of one lookup, as the plugin takes them one by one.
@@ -140,7 +158,7 @@ pub struct AddressStream {
 }
 
 enum State {
-    Pending(tokio::task::JoinHandle<Result<Vec<IpAddr>, ErrorCode>>),
+    Pending(tokio::task::JoinHandle<io::Result<Vec<SocketAddr>>>),
     Done(Result<std::vec::IntoIter<IpAddr>, ErrorCode>),
 }
 
@@ -157,8 +175,7 @@ impl AddressStream {
             if !task.is_finished() {
                 return Err(ErrorCode::WouldBlock);
             }
-            let finished = futures::FutureExt::now_or_never(task)
-                .map(|joined| joined.unwrap_or(Err(ErrorCode::NameUnresolvable)));
+            let finished = futures::FutureExt::now_or_never(task).map(found);
             let Some(outcome) = finished else {
                 return Err(ErrorCode::WouldBlock);
             };
@@ -176,7 +193,7 @@ impl AddressStream {
 impl Pollable for AddressStream {
     async fn ready(&mut self) {
         if let State::Pending(task) = &mut self.state {
-            let outcome = task.await.unwrap_or(Err(ErrorCode::NameUnresolvable));
+            let outcome = found(task.await);
             self.state = State::Done(outcome.map(Vec::into_iter));
         }
     }

@@ -15,6 +15,7 @@ mod address;
 mod endpoint;
 mod http;
 mod lookup;
+mod resolver;
 mod unlinked;
 
 use std::net::{IpAddr, SocketAddr};
@@ -40,11 +41,19 @@ pub struct NetworkGrant {
     /// The allowlist, for example `["https://api.example.com", "tcp://10.0.0.5:5432"]`.
     #[serde(default)]
     allow: Arc<[Endpoint]>,
+    /// The plugin's lookups in progress, shared by every instance.
+    #[serde(skip)]
+    resolver: resolver::Resolver,
 }
 
 impl NetworkGrant {
     pub fn entries(&self) -> &[Endpoint] {
         &self.allow
+    }
+
+    /// The plugin's lookups in progress.
+    pub fn resolver(&self) -> &resolver::Resolver {
+        &self.resolver
     }
 
     /// Whether any entry allows `wasi:http` requests: only then is
@@ -101,7 +110,9 @@ impl NetworkGrant {
             let allowed = match &entry.host {
                 Host::Any => is_public(ip),
                 Host::Ip(own) => *own == ip,
-                Host::Name(labels) => is_public(ip) && resolves_to(&labels.join("."), ip).await,
+                Host::Name(labels) => {
+                    is_public(ip) && self.resolves_to(&labels.join("."), ip).await
+                }
             };
             if allowed {
                 return true;
@@ -209,10 +220,15 @@ fn is_implicit_bind(address: SocketAddr) -> bool {
     address.ip().is_unspecified() && address.port() == 0
 }
 
-/// Whether `name` currently resolves to `ip`.
-async fn resolves_to(name: &str, ip: IpAddr) -> bool {
-    match tokio::net::lookup_host((name, 0)).await {
-        Ok(mut addresses) => addresses.any(|address| address.ip().to_canonical() == ip),
-        Err(_) => false,
+impl NetworkGrant {
+    /// Whether `name` currently resolves to `ip` (no, when the plugin has
+    /// too many lookups in progress).
+    async fn resolves_to(&self, name: &str, ip: IpAddr) -> bool {
+        match self.resolver.resolve(name, 0).await {
+            Ok(addresses) => addresses
+                .iter()
+                .any(|address| address.ip().to_canonical() == ip),
+            Err(_) => false,
+        }
     }
 }

@@ -440,8 +440,9 @@ fn descend(depth: u64) -> u64 {
     std::hint::black_box(descend(std::hint::black_box(depth - 1))) + 1
 }
 
-/// Tries to reach outside the sandbox, for `open/PATH`, `write/PATH` and
-/// `env/NAME`, and describes what happened.
+/// Tries to reach outside the sandbox, for `open/PATH`, `write/PATH`,
+/// `link/FROM,TO` (a hard link) and `env/NAME`, and describes what
+/// happened.
 fn probe(path: &str) -> Option<String> {
     if let Some(target) = path.strip_prefix("open/") {
         return Some(match std::fs::read(target) {
@@ -451,6 +452,15 @@ fn probe(path: &str) -> Option<String> {
     }
     if let Some(target) = path.strip_prefix("write/") {
         return Some(match std::fs::write(target, "written by liar") {
+            Ok(()) => "ok".into(),
+            Err(error) => format!("error: {:?}", error.kind()),
+        });
+    }
+    if let Some((from, to)) = path
+        .strip_prefix("link/")
+        .and_then(|rest| rest.split_once(','))
+    {
+        return Some(match std::fs::hard_link(from, to) {
             Ok(()) => "ok".into(),
             Err(error) => format!("error: {:?}", error.kind()),
         });
@@ -573,12 +583,18 @@ fn through_stash(what: &str) -> String {
     };
     match (stashed, what.split_once('/')) {
         (Stashed::Directory(dir), Some(("read", name))) => dir
-            .open_at(PathFlags::empty(), name, OpenFlags::empty(), DescriptorFlags::READ)
+            .open_at(
+                PathFlags::empty(),
+                name,
+                OpenFlags::empty(),
+                DescriptorFlags::READ,
+            )
             .map_err(|code| format!("{code:?}"))
             .and_then(|file| file.read(4096, 0).map_err(|code| format!("{code:?}")))
-            .map_or_else(|error| format!("error: {error}"), |(bytes, _)| {
-                format!("read: {}", String::from_utf8_lossy(&bytes))
-            }),
+            .map_or_else(
+                |error| format!("error: {error}"),
+                |(bytes, _)| format!("read: {}", String::from_utf8_lossy(&bytes)),
+            ),
         (Stashed::Directory(dir), Some(("write", rest))) => {
             let (name, text) = rest.split_once('/').unwrap_or((rest, ""));
             dir.open_at(
@@ -588,8 +604,14 @@ fn through_stash(what: &str) -> String {
                 DescriptorFlags::WRITE,
             )
             .map_err(|code| format!("{code:?}"))
-            .and_then(|file| file.write(text.as_bytes(), 0).map_err(|code| format!("{code:?}")))
-            .map_or_else(|error| format!("error: {error}"), |written| format!("wrote {written} bytes"))
+            .and_then(|file| {
+                file.write(text.as_bytes(), 0)
+                    .map_err(|code| format!("{code:?}"))
+            })
+            .map_or_else(
+                |error| format!("error: {error}"),
+                |written| format!("wrote {written} bytes"),
+            )
         }
         (Stashed::Reading(stream), _) => match stream.blocking_read(4096) {
             Ok(bytes) => format!("read: {}", String::from_utf8_lossy(&bytes)),
@@ -620,7 +642,12 @@ fn open_guest(guest: &str, directory: bool) -> Result<wasi::filesystem::types::D
             DescriptorFlags::READ
         };
         return root
-            .open_at(PathFlags::empty(), below.trim_start_matches('/'), open, flags)
+            .open_at(
+                PathFlags::empty(),
+                below.trim_start_matches('/'),
+                open,
+                flags,
+            )
             .map_err(|code| format!("{code:?}"));
     }
     Err(format!("no grant holds {guest}"))
