@@ -9,8 +9,8 @@
 //! plugin's `read` answers instead: it stays the one place that answers
 //! errors and directories. A file larger than the answer limit when opened
 //! is refused with the error its answer would get, none of it read. The
-//! file is opened and read on tokio's blocking pool, under a call slot of
-//! the plugin's and its time limit ([`super::plugin`]).
+//! file is opened and read under a call slot of the plugin's, never in the
+//! loop that reads stdin ([`super::plugin`]).
 
 use std::fs::File;
 
@@ -19,7 +19,7 @@ use wasmtime::component::{Component, ComponentExportIndex, ComponentType, Lift, 
 
 use super::bindings::resmux::provider::types as wit;
 use crate::contract::{Body, Content, ProviderError, ReadResult};
-use crate::policy::Policy;
+use crate::policy::{LocatedFile, Policy};
 
 /// The interface a locating plugin exports beside the contract.
 const INTERFACE: &str = "resmux:provider/locate@0.1.0";
@@ -44,16 +44,16 @@ pub fn export_of(component: &Component) -> Option<ComponentExportIndex> {
     component.get_export_index(Some(&interface), "locate")
 }
 
-/// The answer for `path`, read from the file `located` names through the
-/// grants of `policy`, or none if the plugin's `read` must answer. A file
-/// larger than the plugin's `max_read_bytes` is refused before any of it is
-/// read, as its answer would be.
-pub fn read(
+/// The file `located` names, opened through the grants of `policy` for the
+/// host to read, or none if the plugin's `read` must answer. A file larger
+/// than the plugin's `max_read_bytes` is refused before any of it is read,
+/// as its answer would be.
+pub fn open(
     plugin: &str,
     policy: &Policy,
     path: &str,
-    located: Located,
-) -> Result<Option<ReadResult>, ProviderError> {
+    located: &Located,
+) -> Result<Option<LocatedFile>, ProviderError> {
     let Some(opened) = policy.open_located(&located.file) else {
         return Ok(None);
     };
@@ -64,15 +64,24 @@ pub fn read(
             located.file, opened.size
         )));
     }
+    Ok(Some(opened))
+}
+
+/// The answer for `path`, read from `opened`, the file `located` names; none
+/// if it grew past the plugin's limits while read, or could not be read.
+pub fn read(
+    policy: &Policy,
+    path: &str,
+    opened: &LocatedFile,
+    located: Located,
+) -> Option<ReadResult> {
     let most = policy
         .limits
         .memory_bytes()
-        .min(usize::try_from(limit).unwrap_or(usize::MAX));
-    let Some(bytes) = read_at_most(&opened.file, opened.size, most) else {
-        return Ok(None);
-    };
+        .min(usize::try_from(policy.max_read_bytes).unwrap_or(usize::MAX));
+    let bytes = read_at_most(&opened.file, opened.size, most)?;
     let (mime_type, body) = answer(located.mime_type, located.text, bytes);
-    Ok(Some(ReadResult {
+    Some(ReadResult {
         contents: vec![Content {
             path: path.to_owned(),
             mime_type: Some(mime_type),
@@ -80,7 +89,7 @@ pub fn read(
             meta: None,
         }],
         cache: located.cache.map(Into::into),
-    }))
+    })
 }
 
 /// The bytes of `file` if it holds at most `most`: read into a buffer of

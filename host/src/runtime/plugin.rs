@@ -333,6 +333,11 @@ impl WasmPlugin {
     }
 }
 
+/// The largest located file read on a runtime thread (about 0.1 ms from the
+/// page cache); a larger one is read on tokio's blocking pool, so that a
+/// read holds a thread that serves others for no longer than that.
+const READ_IN_TASK_BYTES: u64 = 1024 * 1024;
+
 /// How long a call's own thread may overrun its time limit before the
 /// caller gives up on it; the call's own timer normally ends it first.
 const THREAD_GRACE: Duration = Duration::from_millis(100);
@@ -467,9 +472,12 @@ impl Shared {
         Ok((slot, reused, handles))
     }
 
-    /// Reads the file `located` names for `path`, on tokio's blocking pool
-    /// under one of the plugin's call slots (held until the read returns,
-    /// even after the caller gave up on it) and its time limit.
+    /// Reads the file `located` names for `path`, under one of the plugin's
+    /// call slots, in a task of its own (never in the loop that reads stdin,
+    /// where a read runs until it first waits): a file of at most
+    /// [`READ_IN_TASK_BYTES`] right there, a larger one on tokio's blocking
+    /// pool, where the slot is held until the read returns, even after the
+    /// caller gave up on it at the time limit.
     async fn read_located_file(
         self: &Arc<Self>,
         path: &str,
@@ -481,14 +489,24 @@ impl Shared {
                 Ok(slot) => slot.expect("the call semaphore is never closed"),
                 Err(_) => return Err(self.busy()),
             };
+        // The first wait: from here on the read runs in a task of its own.
+        tokio::task::yield_now().await;
+        let Some(opened) = locate::open(&self.name, &self.policy, path, &located)? else {
+            return Ok(None);
+        };
+        if opened.size <= READ_IN_TASK_BYTES {
+            let answer = locate::read(&self.policy, path, &opened, located);
+            drop(slot);
+            return Ok(answer);
+        }
         let shared = self.clone();
         let owned = path.to_owned();
         let read = tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            locate::read(&shared.name, &shared.policy, &owned, located)
+            locate::read(&shared.policy, &owned, &opened, located)
         });
         match tokio::time::timeout(timeout, read).await {
-            Ok(Ok(answer)) => answer,
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(failure)) => Err(ProviderError::Fault(format!(
                 "plugin {}: reading the file it located for {path:?} failed: {failure}",
                 self.name
