@@ -1,13 +1,19 @@
 //! The live namespace over stdio: plugins added, replaced and removed while a
-//! client is connected, and subscriptions in both eras, fed by the `files`
-//! plugin's change reports and by the watch on granted directories, which
-//! never follows a link out of a grant and stops at its bound.
+//! client is connected (opening no component but the one that changed), and
+//! subscriptions in both eras, fed by the `files` plugin's change reports and
+//! by the watch on granted directories, which never follows a link out of a
+//! grant and stops at its bound.
 
+use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
 use resmux_tests::{EXCHANGE_TIMEOUT, Folder, RawServer, component, free_address, http_get};
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::io::Errno;
 use serde_json::{Value, json};
 
 async fn listed_uris(server: &mut RawServer) -> Vec<String> {
@@ -84,6 +90,90 @@ async fn plugins_come_change_and_go_while_a_client_listens() {
             "stderr lacks {expected:?}:\n{stderr}"
         );
     }
+}
+
+/// The files opened in one folder, as an inotify watch on it reports them.
+struct Opens(OwnedFd);
+
+impl Opens {
+    fn watch(folder: &Path) -> Self {
+        let watch = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).unwrap();
+        inotify::add_watch(&watch, folder, WatchFlags::OPEN).unwrap();
+        Self(watch)
+    }
+
+    /// How often each file was opened since the last look (the folder
+    /// itself is ""), whoever opened it.
+    fn since_last(&self) -> BTreeMap<String, usize> {
+        let mut buffer = [MaybeUninit::<u8>::uninit(); 16 * 1024];
+        let mut events = inotify::Reader::new(&self.0, &mut buffer);
+        let mut opened = BTreeMap::new();
+        loop {
+            match events.next() {
+                Ok(event) => {
+                    assert!(
+                        !event.events().contains(ReadFlags::QUEUE_OVERFLOW),
+                        "the watch lost opens"
+                    );
+                    let name = event
+                        .file_name()
+                        .map(|name| name.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    *opened.entry(name).or_default() += 1;
+                }
+                Err(Errno::AGAIN) => return opened,
+                Err(Errno::INTR) => {}
+                Err(error) => panic!("reading the watch: {error}"),
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_change_in_the_folder_opens_no_component_but_the_changed_one() {
+    let folder = files_folder(60_000);
+    folder
+        .plugin("notes", "notes")
+        .plugin("fixtures", "conformance");
+    // A component that changed less than 2 s ago is read again at the next
+    // change, since a write within the same clock tick would leave its
+    // times as they were: these have all settled when resmux loads them.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let opens = Opens::watch(folder.path());
+
+    // Two changes, each waited for: whatever the first set off (the
+    // folder read again, the watches renewed) is over once the second has
+    // landed.
+    folder.plugin("extra", "notes");
+    server
+        .wait_for_log("plugin added scheme=\"extra\"", 1, EXCHANGE_TIMEOUT)
+        .await;
+    folder.plugin("extra", "conformance");
+    server
+        .wait_for_log("plugin replaced scheme=\"extra\"", 1, EXCHANGE_TIMEOUT)
+        .await;
+    assert_eq!(
+        server.read_text("extra://static-text").await,
+        "This is the content of the static text resource."
+    );
+
+    let opened = opens.since_last();
+    for unchanged in ["files.wasm", "fixtures.wasm", "notes.wasm"] {
+        assert_eq!(
+            opened.get(unchanged),
+            None,
+            "{unchanged} was opened, though it did not change: {opened:?}"
+        );
+    }
+    // The watch sees what resmux opens: each change read the folder's
+    // manifests again.
+    assert!(
+        opened.get("files.toml").is_some_and(|opens| *opens >= 2),
+        "{opened:?}"
+    );
+    assert!(opened.contains_key("extra.wasm"), "{opened:?}");
+    server.stop().await.unwrap();
 }
 
 #[tokio::test]

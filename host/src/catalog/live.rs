@@ -1,10 +1,14 @@
 //! Keeps a namespace in step with its plugin folder while resmux serves.
 //!
-//! The folder is watched (debounced, so a burst of writes is one change).
-//! After each change the folder is read again: a new plugin is mounted, a
-//! plugin whose component or manifest bytes changed is loaded anew and put in
-//! place of the old one (calls in flight finish on the old one), and a plugin
-//! whose files are gone is unmounted. A replacement that fails to load, such
+//! The folder is watched for changes, never for reads: opening or reading a
+//! file in it (as reading the folder does) is no change, so an idle server
+//! leaves it alone. A burst of changes is acted on once the folder has been
+//! quiet for [`DEBOUNCE`]; then the folder is read again: a new plugin is
+//! mounted, a plugin whose component or manifest bytes changed is loaded
+//! anew and put in place of the old one (calls in flight finish on the old
+//! one), and a plugin whose files are gone is unmounted. A component is read
+//! and hashed again only when its file is not the one last hashed
+//! ([`Fingerprint::now`]). A replacement that fails to load, such
 //! as a half-copied component or a broken manifest, leaves the old version
 //! serving and says why; the next change tries again. The directories and
 //! files granted to each plugin are watched too ([`GrantWatch`], which never
@@ -18,9 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use notify::RecursiveMode;
-use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
-use tokio::sync::mpsc;
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::Notify;
 
 use super::grant_watch::GrantWatch;
 use super::{Fingerprint, Loaded, Rules, load, scan};
@@ -29,6 +32,10 @@ use crate::runtime::Runtime;
 
 /// Quiet time after the last write before a change is acted on.
 const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// The longest a stream of changes that never falls quiet holds back the
+/// reading of the folder.
+const MOST_SETTLING: Duration = Duration::from_secs(3);
 
 /// What serves one scheme.
 struct Serving {
@@ -57,10 +64,9 @@ pub fn spawn(
     namespace: Arc<Namespace>,
     loaded: &[Loaded],
 ) -> Result<()> {
-    let (folder_events, mut folder_changes) = mpsc::unbounded_channel();
-    let mut folder_watch = debouncer(folder_events)?;
+    let changed = Arc::new(Notify::new());
+    let mut folder_watch = watcher(changed.clone())?;
     folder_watch
-        .watcher()
         .watch(folder, RecursiveMode::NonRecursive)
         .with_context(|| format!("cannot watch plugin folder {}", folder.display()))?;
     let mut live = LiveFolder {
@@ -76,13 +82,8 @@ pub fn spawn(
         live.watch_grants().await;
         loop {
             tokio::select! {
-                events = folder_changes.recv() => {
-                    let Some(events) = events else {
-                        return;
-                    };
-                    if let Err(error) = events {
-                        tracing::warn!("watching the plugin folder: {error}");
-                    }
+                () = changed.notified() => {
+                    settle(&changed).await;
                     live.sync().await;
                     live.watch_grants().await;
                 }
@@ -97,14 +98,41 @@ pub fn spawn(
     Ok(())
 }
 
-fn debouncer(
-    events: mpsc::UnboundedSender<DebounceEventResult>,
-) -> Result<Debouncer<notify::RecommendedWatcher>> {
-    new_debouncer(DEBOUNCE, move |result| {
-        // The receiver only goes away when the process ends.
-        let _ = events.send(result);
+/// Watches the folder, notifying `changed` of every change in it, but not
+/// of reads: opening, reading and closing a file change nothing (and
+/// reading the folder again would otherwise make the next change).
+fn watcher(changed: Arc<Notify>) -> Result<RecommendedWatcher> {
+    notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+        Ok(event) if !is_change(&event) => {}
+        Ok(_) => changed.notify_one(),
+        Err(error) => {
+            // Something may have been missed: read the folder again.
+            tracing::warn!("watching the plugin folder: {error}");
+            changed.notify_one();
+        }
     })
     .context("cannot start watching files")
+}
+
+/// Whether `event` may mean the folder holds something else now: anything
+/// but an access (an open, a read, a close), including an event the backend
+/// cannot name, such as a lost queue.
+fn is_change(event: &notify::Event) -> bool {
+    !matches!(event.kind, EventKind::Access(_))
+}
+
+/// Returns once no change has come for [`DEBOUNCE`], or after
+/// [`MOST_SETTLING`] of changes that never stopped.
+async fn settle(changed: &Notify) {
+    let most = tokio::time::Instant::now() + MOST_SETTLING;
+    loop {
+        let quiet = tokio::time::timeout(DEBOUNCE, changed.notified())
+            .await
+            .is_err();
+        if quiet || tokio::time::Instant::now() >= most {
+            return;
+        }
+    }
 }
 
 /// Runs `work`, which opens and reads directories, on tokio's blocking
@@ -164,11 +192,13 @@ impl LiveFolder {
         }
         for entry in entries {
             let scheme = entry.scheme.clone();
-            let unchanged = self.serving.get(&scheme).is_some_and(|serving| {
-                serving.declared_by == entry.declared_by
-                    && Fingerprint::of(&entry).is_ok_and(|now| now == serving.fingerprint)
-            });
-            if unchanged {
+            if let Some(serving) = self.serving.get_mut(&scheme)
+                && serving.declared_by == entry.declared_by
+                && let Ok(now) = Fingerprint::now(&entry, &serving.fingerprint)
+                && now.same_bytes(&serving.fingerprint)
+            {
+                // A touched component is not hashed again next time.
+                serving.fingerprint = now;
                 continue;
             }
             let declared_by = entry.declared_by.clone();
@@ -219,6 +249,40 @@ impl LiveFolder {
         let poked = off_runtime(move || grants.settle()).await;
         for scheme in poked.unwrap_or_default() {
             self.namespace.subscriptions().poke(&scheme);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::Event;
+    use notify::event::{
+        AccessKind, AccessMode, CreateKind, DataChange, MetadataKind, ModifyKind, RemoveKind,
+        RenameMode,
+    };
+
+    use super::*;
+
+    #[test]
+    fn reads_are_no_change_and_everything_else_is() {
+        for read in [
+            AccessKind::Open(AccessMode::Any),
+            AccessKind::Read,
+            AccessKind::Close(AccessMode::Read),
+            AccessKind::Close(AccessMode::Write),
+        ] {
+            assert!(!is_change(&Event::new(EventKind::Access(read))), "{read:?}");
+        }
+        for change in [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Modify(ModifyKind::Metadata(MetadataKind::Any)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Remove(RemoveKind::File),
+            EventKind::Other,
+            EventKind::Any,
+        ] {
+            assert!(is_change(&Event::new(change)), "{change:?}");
         }
     }
 }

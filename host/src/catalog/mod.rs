@@ -15,8 +15,12 @@ pub mod live;
 pub mod manifest;
 
 use std::collections::BTreeMap;
+use std::fs::{File, Metadata};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
@@ -101,22 +105,85 @@ pub struct Loaded {
 }
 
 /// The bytes a plugin was loaded from: its component's digest and its
-/// manifest's text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// manifest's text; and what the component's file looked like when it was
+/// hashed, so that it is read and hashed again only when that changed.
+#[derive(Debug, Clone)]
 pub struct Fingerprint {
     component_sha256: String,
     manifest: Option<String>,
+    /// None when the file had changed too recently to vouch for its bytes.
+    hashed_as: Option<FileStamp>,
+}
+
+/// How long after a file last changed a look at it may still miss a write:
+/// a write within the same tick of the file system's clock leaves its times
+/// as they were, and the coarsest clock (FAT's) ticks every 2 s.
+const SETTLED_AFTER: Duration = Duration::from_secs(2);
+
+/// What a file looked like: a file with the same stamp holds the same bytes,
+/// since any write moves its change time on. Only a file that has not
+/// changed for [`SETTLED_AFTER`] gets a stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl FileStamp {
+    /// The stamp of a file whose metadata is `metadata`, looked at `now`;
+    /// none if it changed less than [`SETTLED_AFTER`] before (or after) `now`.
+    fn of(metadata: &Metadata, now: SystemTime) -> Option<Self> {
+        let changed_at = u64::try_from(metadata.ctime())
+            .ok()
+            .zip(u32::try_from(metadata.ctime_nsec()).ok())
+            .and_then(|(seconds, nanos)| UNIX_EPOCH.checked_add(Duration::new(seconds, nanos)))?;
+        let settled = now
+            .duration_since(changed_at)
+            .is_ok_and(|age| age >= SETTLED_AFTER);
+        settled.then(|| Self {
+            device: metadata.dev(),
+            inode: metadata.ino(),
+            size: metadata.size(),
+            modified: (metadata.mtime(), metadata.mtime_nsec()),
+            changed: (metadata.ctime(), metadata.ctime_nsec()),
+        })
+    }
 }
 
 impl Fingerprint {
-    /// The fingerprint `entry` has on disk now.
-    pub fn of(entry: &Entry) -> Result<Self> {
-        let bytes = std::fs::read(&entry.component)
-            .with_context(|| format!("cannot read {}", entry.component.display()))?;
-        Self::with_digest(entry, hex::encode(Sha256::digest(bytes)))
+    /// The fingerprint `entry` has on disk now, where `known` is the one it
+    /// had: its component is read and hashed again only if its file's
+    /// stamp (device, inode, size, modification and change times) is not
+    /// the one `known` was hashed with.
+    pub fn now(entry: &Entry, known: &Self) -> Result<Self> {
+        Self::at(entry, known, SystemTime::now())
     }
 
-    fn with_digest(entry: &Entry, component_sha256: String) -> Result<Self> {
+    /// [`Self::now`], with the clock read at `now`.
+    fn at(entry: &Entry, known: &Self, now: SystemTime) -> Result<Self> {
+        let metadata = std::fs::metadata(&entry.component)
+            .with_context(|| format!("cannot read {}", entry.component.display()))?;
+        let stamp = FileStamp::of(&metadata, now);
+        if stamp.is_some() && stamp == known.hashed_as {
+            return Self::with_digest(entry, known.component_sha256.clone(), stamp);
+        }
+        let (bytes, stamp) = read_component(&entry.component, now)?;
+        Self::with_digest(entry, hex::encode(Sha256::digest(bytes)), stamp)
+    }
+
+    /// Whether both are of the same component and manifest bytes.
+    pub fn same_bytes(&self, other: &Self) -> bool {
+        self.component_sha256 == other.component_sha256 && self.manifest == other.manifest
+    }
+
+    fn with_digest(
+        entry: &Entry,
+        component_sha256: String,
+        hashed_as: Option<FileStamp>,
+    ) -> Result<Self> {
         let manifest = entry
             .manifest_path
             .as_deref()
@@ -126,8 +193,20 @@ impl Fingerprint {
         Ok(Self {
             component_sha256,
             manifest,
+            hashed_as,
         })
     }
+}
+
+/// The bytes of the component at `path`, and its file's stamp as it was
+/// read at `now` (taken from the open file, so both are of one file).
+fn read_component(path: &Path, now: SystemTime) -> Result<(Vec<u8>, Option<FileStamp>)> {
+    let context = || format!("cannot read {}", path.display());
+    let mut file = File::open(path).with_context(context)?;
+    let stamp = FileStamp::of(&file.metadata().with_context(context)?, now);
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).with_context(context)?;
+    Ok((bytes, stamp))
 }
 
 impl Loaded {
@@ -293,14 +372,13 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     }
     let policy = entry.manifest.policy(manifest_dir)?;
     let runtime = runtime.with_stack(policy.limits.stack_kib)?;
-    let bytes = std::fs::read(&entry.component)
-        .with_context(|| format!("cannot read {}", entry.component.display()))?;
+    let (bytes, stamp) = read_component(&entry.component, SystemTime::now())?;
     let compiler = runtime.clone();
     let pin = entry.manifest.sha256.clone();
     let compiled = tokio::task::spawn_blocking(move || compiler.compile(&bytes, pin.as_deref()))
         .await?
         .with_context(|| format!("cannot load {}", entry.component.display()))?;
-    let fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone())?;
+    let fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone(), stamp)?;
     let config = entry.manifest.config_pairs()?;
     let plugin = runtime.plugin(&entry.scheme, &compiled.component, policy, config)?;
     plugin.start().await?;
@@ -358,4 +436,72 @@ pub async fn load_folder(runtime: &Runtime, folder: &Path, rules: &Rules) -> Res
         );
     }
     Ok(Loading { loaded, failures })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The entry of the component at `path`, without a manifest.
+    fn entry(path: &Path) -> Entry {
+        Entry {
+            declared_by: path.to_owned(),
+            component: path.to_owned(),
+            manifest_path: None,
+            manifest: Manifest::default(),
+            scheme: "x".into(),
+        }
+    }
+
+    fn sha256(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    #[test]
+    fn a_file_changed_just_now_gets_no_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.wasm");
+        std::fs::write(&path, b"first").unwrap();
+        let metadata = std::fs::metadata(&path).unwrap();
+        assert_eq!(FileStamp::of(&metadata, SystemTime::now()), None);
+        let settled = SystemTime::now() + SETTLED_AFTER;
+        assert!(FileStamp::of(&metadata, settled).is_some());
+    }
+
+    #[test]
+    fn a_component_is_hashed_again_only_when_its_file_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.wasm");
+        let entry = entry(&path);
+        std::fs::write(&path, b"first").unwrap();
+        let mut now = SystemTime::now() + SETTLED_AFTER;
+        let (_, stamp) = read_component(&path, now).unwrap();
+        assert!(stamp.is_some());
+        // Under the file's own stamp, a digest that is not its bytes' stands:
+        // the file was not read.
+        let known = Fingerprint::with_digest(&entry, "as hashed before".into(), stamp).unwrap();
+        let unchanged = Fingerprint::at(&entry, &known, now).unwrap();
+        assert_eq!(unchanged.component_sha256, "as hashed before");
+        assert!(unchanged.same_bytes(&known));
+
+        // Another size.
+        std::fs::write(&path, b"second!").unwrap();
+        now += SETTLED_AFTER;
+        let grown = Fingerprint::at(&entry, &known, now).unwrap();
+        assert_eq!(grown.component_sha256, sha256(b"second!"));
+        assert!(!grown.same_bytes(&known));
+
+        // The same size, in another file moved in place of it.
+        let other = dir.path().join("x.new");
+        std::fs::write(&other, b"third!!").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        now += SETTLED_AFTER;
+        let replaced = Fingerprint::at(&entry, &grown, now).unwrap();
+        assert_eq!(replaced.component_sha256, sha256(b"third!!"));
+
+        // A stamp taken while the file was fresh vouches for nothing.
+        let fresh = Fingerprint::with_digest(&entry, "as hashed before".into(), None).unwrap();
+        let hashed = Fingerprint::at(&entry, &fresh, now).unwrap();
+        assert_eq!(hashed.component_sha256, sha256(b"third!!"));
+    }
 }

@@ -175,7 +175,8 @@ impl Grant for Limits {
     }
 }
 
-/// How often the engine's epoch advances; the granularity of time limits.
+/// How often the engine's epoch advances while a call runs; the granularity
+/// of time limits.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The default stack limit, wasmtime's own default.

@@ -1,5 +1,6 @@
 //! Running plugins: wasmtime engines with the component model (one per stack
-//! limit in use), the compile cache, the host's descriptor budget
+//! limit in use, each with the [`epoch`] clock of its time limits, which
+//! sleeps while no call runs), the compile cache, the host's descriptor budget
 //! ([`handles`]), and [`WasmPlugin`], which calls a component's exports under
 //! its policy's limits.
 //!
@@ -8,6 +9,7 @@
 
 mod bindings;
 mod cache;
+mod epoch;
 mod handles;
 mod health;
 mod instance;
@@ -29,7 +31,9 @@ pub use cache::{CompileCache, Origin};
 pub use handles::HandleBudget;
 pub use plugin::WasmPlugin;
 
-use crate::policy::limits::{DEFAULT_STACK_KIB, EPOCH_TICK, MAX_MEMORY_MIB, MAX_TABLE_ELEMENTS};
+use self::epoch::EpochClock;
+
+use crate::policy::limits::{DEFAULT_STACK_KIB, MAX_MEMORY_MIB, MAX_TABLE_ELEMENTS};
 use crate::policy::{self, Policy, Sandbox};
 
 /// The engine plugins run on, with what every plugin gets linked once
@@ -51,6 +55,7 @@ pub struct Runtime {
 /// component (its machine code and memory images).
 struct Engined {
     engine: Engine,
+    epoch: EpochClock,
     linker: Linker<Sandbox>,
     components: Mutex<HashMap<String, Arc<Component>>>,
     /// One turn per digest being compiled: a second load of the same
@@ -182,7 +187,7 @@ impl Runtime {
             indices,
             policy,
             config,
-            self.handles.clone(),
+            self,
         ))
     }
 
@@ -227,9 +232,10 @@ impl Engined {
         };
         let mut linker = Linker::new(&engine);
         policy::link_common(&mut linker)?;
-        spawn_epoch_clock(&engine);
+        let epoch = EpochClock::start(&engine)?;
         Ok(Self {
             engine,
+            epoch,
             linker,
             components: Mutex::default(),
             compiling: Mutex::default(),
@@ -294,19 +300,4 @@ fn pool() -> PoolingAllocationConfig {
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(KEEP_RESIDENT);
     pool
-}
-
-/// Advances the engine's epoch until the engine is dropped.
-fn spawn_epoch_clock(engine: &Engine) {
-    let engine = engine.weak();
-    std::thread::Builder::new()
-        .name("resmux-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = engine.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .expect("the epoch clock thread starts");
 }

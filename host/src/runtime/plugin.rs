@@ -33,7 +33,9 @@ use tracing::Instrument;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, ResourceTableError};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 
+use super::Runtime;
 use super::bindings::{PluginIndices, PluginInfo};
+use super::epoch::EpochClock;
 use super::handles::HandleBudget;
 use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
 use super::instance::{Exports, Idle, Instance, drop_every_idle_instance};
@@ -58,6 +60,8 @@ struct Shared {
     /// The compiled component, shared with every other mount of it for as
     /// long as one of them is loaded.
     _component: Arc<Component>,
+    /// The clock of its engine's time limits, which runs while a call does.
+    epoch: EpochClock,
     /// The component linked under the plugin's grants, and where its
     /// exports are, found once.
     pre: InstancePre<Sandbox>,
@@ -139,6 +143,8 @@ enum On {
 type Held = (OwnedSemaphorePermit, Option<Instance>, OwnedSemaphorePermit);
 
 impl WasmPlugin {
+    /// A plugin of `component` linked as `pre`, sharing `runtime`'s
+    /// descriptor budget and its engine's epoch clock.
     pub(super) fn new(
         name: Arc<str>,
         component: Arc<Component>,
@@ -146,7 +152,7 @@ impl WasmPlugin {
         indices: PluginIndices,
         policy: Policy,
         config: Vec<(String, String)>,
-        handles: HandleBudget,
+        runtime: &Runtime,
     ) -> Self {
         let call_slots = Arc::new(Semaphore::new(policy.limits.concurrent_calls as usize));
         let may_block = policy.may_block();
@@ -174,13 +180,14 @@ impl WasmPlugin {
             shared: Arc::new(Shared {
                 name,
                 _component: component,
+                epoch: runtime.on.epoch.clone(),
                 pre,
                 indices,
                 locating,
                 policy,
                 config,
                 call_slots,
-                handles,
+                handles: runtime.handles.clone(),
                 idle,
                 health,
                 meter,
@@ -581,6 +588,8 @@ impl Shared {
     /// Runs the call on `reused`, or on a fresh instance holding `handles`,
     /// and keeps the instance if the call answered. Keeping does not await,
     /// so a time limit cannot cut in between the answer and the keeping.
+    /// The engine's epoch clock runs throughout: instantiation, `init` and
+    /// the call may all run plugin code.
     async fn call<T>(
         &self,
         lane: Lane,
@@ -590,6 +599,7 @@ impl Shared {
         on: On,
         call: impl AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
     ) -> Result<T, Failed> {
+        let _running = self.epoch.running();
         let mut instance = match reused {
             Some(mut instance) => {
                 instance.begin_call(handles);

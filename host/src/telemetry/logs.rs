@@ -8,7 +8,12 @@
 //!
 //! No answer a plugin returned reaches the log at any level: rmcp logs
 //! whole requests and responses at `debug`, so its events are kept to
-//! `info` and above whatever the filter says.
+//! `info` and above whatever the filter says. rmcp's `info` events are of
+//! one session's life (its start and end) or one notification, which over
+//! stateless HTTP is every request: they count as `debug`, logged only when
+//! the filter lets rmcp's `debug` through (`--log-level debug`,
+//! `RUST_LOG=rmcp=debug`). At the default level, no line is logged per
+//! request.
 
 use std::io::IsTerminal;
 
@@ -61,11 +66,15 @@ impl Drop for Telemetry {
 /// Sends logs to stderr, filtered by `level`, else RUST_LOG, else
 /// `default`, and spans to OTLP when the environment asks.
 pub fn init(level: Option<&str>, default: &str, format: LogFormat) -> Result<Telemetry> {
-    let filter = match level {
-        Some(level) => EnvFilter::try_new(level)
-            .with_context(|| format!("--log-level {level:?} is not a log filter"))?,
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+    let (filter, directives) = match level {
+        Some(level) => (
+            EnvFilter::try_new(level)
+                .with_context(|| format!("--log-level {level:?} is not a log filter"))?,
+            level.to_owned(),
+        ),
+        None => from_env().unwrap_or_else(|| (EnvFilter::new(default), default.to_owned())),
     };
+    let targets = targets_of(&directives);
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(true)
         .buffered_lines_limit(BUFFERED_LINES)
@@ -113,8 +122,10 @@ pub fn init(level: Option<&str>, default: &str, format: LogFormat) -> Result<Tel
     });
     tracing_subscriber::registry()
         .with(
-            FilterFn::new(|metadata| {
-                !metadata.target().starts_with("rmcp") || *metadata.level() <= Level::INFO
+            FilterFn::new(move |metadata| {
+                let target = metadata.target();
+                !target.starts_with("rmcp")
+                    || rmcp_may_log(*metadata.level(), target, targets.as_ref())
             })
             .with_max_level_hint(most_verbose),
         )
@@ -131,6 +142,37 @@ pub fn init(level: Option<&str>, default: &str, format: LogFormat) -> Result<Tel
     })
 }
 
+/// The filter RUST_LOG gives, with its text, if it is set and valid.
+fn from_env() -> Option<(EnvFilter, String)> {
+    let directives = std::env::var(EnvFilter::DEFAULT_ENV).ok()?;
+    let filter = EnvFilter::try_new(&directives).ok()?;
+    Some((filter, directives))
+}
+
+/// Which targets the filter `directives` logs at which level, as far as
+/// [`Targets`] can say (targets and levels, no spans or fields); none if it
+/// cannot say.
+fn targets_of(directives: &str) -> Option<Targets> {
+    let directives: Vec<&str> = directives
+        .split(',')
+        .map(str::trim)
+        .filter(|directive| !directive.is_empty())
+        .collect();
+    if directives.is_empty() {
+        return None;
+    }
+    directives.join(",").parse().ok()
+}
+
+/// Whether an event of rmcp's at `level` and `target` may be logged: a warning or an error always;
+/// one at `info` (a session's start or end, a notification received) only
+/// where `targets` let rmcp's `debug` through; one at `debug` or beyond
+/// (whole messages) never.
+fn rmcp_may_log(level: Level, target: &str, targets: Option<&Targets>) -> bool {
+    let debug_asked = targets.is_some_and(|targets| targets.would_enable(target, &Level::DEBUG));
+    level <= Level::WARN || (level == Level::INFO && debug_asked)
+}
+
 /// Counts the log lines dropped while stderr could not keep up.
 #[derive(Debug)]
 struct DroppedLines(ErrorCounter);
@@ -145,5 +187,44 @@ impl Collector for DroppedLines {
             MetricType::Counter,
         )?;
         dropped.encode(metric)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The target of rmcp's events of a session's life.
+    const SERVICE: &str = "rmcp::service";
+
+    /// Whether rmcp's `info` event of a session's end is logged under the
+    /// filter `directives`.
+    fn session_end_logged(directives: &str) -> bool {
+        rmcp_may_log(Level::INFO, SERVICE, targets_of(directives).as_ref())
+    }
+
+    #[test]
+    fn rmcp_logs_a_session_only_when_its_debug_is_asked_for() {
+        for quiet in ["info", "warn", "info,resmux=debug", "rmcp=info", "", " , "] {
+            assert!(!session_end_logged(quiet), "{quiet:?}");
+        }
+        for asked in [
+            "debug",
+            "info,rmcp=debug",
+            "rmcp::service=trace",
+            "INFO, rmcp=DEBUG",
+        ] {
+            assert!(session_end_logged(asked), "{asked:?}");
+        }
+    }
+
+    #[test]
+    fn rmcp_warnings_always_and_messages_never_reach_the_log() {
+        for directives in ["off", "info", "trace"] {
+            let targets = targets_of(directives);
+            assert!(rmcp_may_log(Level::WARN, SERVICE, targets.as_ref()));
+            assert!(!rmcp_may_log(Level::DEBUG, SERVICE, targets.as_ref()));
+            assert!(!rmcp_may_log(Level::TRACE, SERVICE, targets.as_ref()));
+        }
     }
 }
