@@ -5,8 +5,18 @@
 //! since still finishes its walk, in order and without repeats, asking the
 //! plugin again for one page only. The plugin (`liar`, listing
 //! `pages/TOTAL/5`) says on stderr each time it is asked for a page.
+//!
+//! And the `files` example on a flat folder, whose listing follows its
+//! files: every file listed once and in order, a walk with nothing changed
+//! served from the last one's snapshot without asking the plugin (counted
+//! in the metrics), a walk after the operator adds and removes files
+//! listing exactly what is there, and a walk under way across such a change
+//! finishing in order.
 
-use resmux_tests::{Folder, RawServer};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use resmux_tests::{EXCHANGE_TIMEOUT, Folder, RawServer, free_address, http_get};
 use serde_json::json;
 
 const ASKED: &str = "liar lists from";
@@ -125,4 +135,210 @@ async fn walks_side_by_side_each_see_a_whole_listing() {
     let stderr = server.stop().await.unwrap();
     // Each walk asked for its own snapshot of 10 pages; none asked twice.
     assert_eq!(stderr.matches(ASKED).count(), 30, "{stderr}");
+}
+
+/// A `files` mount of `data/` on plugin pages of 1000, whose listing follows
+/// its files. `data/` holds `count` files side by side and, beside them,
+/// files whose names need percent-encoding and a directory whose files sort
+/// between theirs.
+fn flat_folder(count: usize) -> Folder {
+    let folder = Folder::new();
+    folder.plugin("files", "files").manifest(
+        "files",
+        "[config]\nroot = \"/data\"\npage_size = 1000\n\
+         [[files]]\nhost = \"data\"\nguest = \"/data\"\n\
+         [changes]\nlisting_follows_files = true\n",
+    );
+    let data = folder.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    for index in 0..count {
+        std::fs::write(data.join(format!("f{index:05}.txt")), "x").unwrap();
+    }
+    for relative in [
+        "m-a.txt",
+        "m/a.txt",
+        "m/sub/b.txt",
+        "m0.txt",
+        "a b.txt",
+        "\u{fc}.txt",
+        "x+y",
+    ] {
+        folder.file(&format!("data/{relative}"), b"x");
+    }
+    folder
+}
+
+/// The URIs of the files below `data/` now, in URI order: their paths
+/// percent-encoded as the `files` example encodes them.
+fn files_now(folder: &Folder) -> Vec<String> {
+    fn below(directory: &Path, prefix: &str, uris: &mut Vec<String>) {
+        for entry in std::fs::read_dir(directory).unwrap() {
+            let entry = entry.unwrap();
+            let mut path = prefix.to_owned();
+            for byte in entry.file_name().to_str().unwrap().bytes() {
+                if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+                    path.push(byte as char);
+                } else {
+                    path.push_str(&format!("%{byte:02X}"));
+                }
+            }
+            if entry.file_type().unwrap().is_dir() {
+                below(&entry.path(), &format!("{path}/"), uris);
+            } else {
+                uris.push(path);
+            }
+        }
+    }
+    let mut uris = Vec::new();
+    below(&folder.path().join("data"), "files://", &mut uris);
+    uris.sort();
+    uris
+}
+
+/// Panics, naming the first difference, unless `walked` is `expected`.
+fn assert_listed(walked: &[String], expected: &[String]) {
+    if walked == expected {
+        return;
+    }
+    let at = walked
+        .iter()
+        .zip(expected)
+        .position(|(listed, wanted)| listed != wanted)
+        .unwrap_or(walked.len().min(expected.len()));
+    panic!(
+        "the walk listed {} resources where {} are expected; at {at} it has {:?} where {:?} is expected",
+        walked.len(),
+        expected.len(),
+        walked.get(at),
+        expected.get(at)
+    );
+}
+
+/// How many listing pages `files` has served, as the server's metrics at
+/// `metrics` count them.
+fn pages_served(metrics: &str) -> u64 {
+    let series = r#"resmux_plugin_calls_total{plugin="files",operation="list",outcome="ok"}"#;
+    let (_, exposition) = http_get(metrics, "/metrics", &[]).unwrap();
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse::<f64>().ok())
+        .map_or(0, |served| served as u64)
+}
+
+/// A whole walk, and how many pages `files` served during it, given how
+/// many it had served before.
+async fn counted_walk(
+    server: &mut RawServer,
+    metrics: &str,
+    served: &mut u64,
+) -> (Vec<String>, u64) {
+    let walked = walk_from(server, None).await;
+    let before = std::mem::replace(served, pages_served(metrics));
+    (walked, *served - before)
+}
+
+/// Walks until a walk asks `files` for no page: resmux watches the granted
+/// folder from its start on, and a walk begun since that has seen no
+/// change serves the next. Every walk lists `expected`.
+async fn walk_until_served_from_a_snapshot(
+    server: &mut RawServer,
+    metrics: &str,
+    served: &mut u64,
+    expected: &[String],
+) {
+    let pages = expected.len().div_ceil(1000) as u64;
+    for _ in 0..3 {
+        let (walked, asked) = counted_walk(server, metrics, served).await;
+        assert_listed(&walked, expected);
+        if asked == 0 {
+            return;
+        }
+        assert_eq!(
+            asked, pages,
+            "a walk asked for a page twice, or for too few"
+        );
+    }
+    panic!("three walks in a row with nothing changed each asked `files` for its pages");
+}
+
+#[tokio::test]
+async fn a_flat_folder_is_walked_whole_and_again_only_after_a_change() {
+    let folder = flat_folder(20_000);
+    let metrics = free_address();
+    let mut server = RawServer::start(
+        folder.path(),
+        &["--page-size", "1000", "--metrics", &metrics],
+    )
+    .unwrap();
+    let before = files_now(&folder);
+    assert_eq!(before.len(), 20_007);
+    let mut served = 0;
+    let (walked, asked) = counted_walk(&mut server, &metrics, &mut served).await;
+    assert_listed(&walked, &before);
+    assert_eq!(asked, 21, "each of the 21 pages of `files` once");
+    walk_until_served_from_a_snapshot(&mut server, &metrics, &mut served, &before).await;
+
+    // The operator adds files (one inside the directory) and removes one.
+    folder
+        .file("data/f00007a.txt", b"new")
+        .file("data/m/sub/c.txt", b"new");
+    std::fs::remove_file(folder.path().join("data/f12345.txt")).unwrap();
+    let after = files_now(&folder);
+    assert_eq!(after.len(), 20_008);
+    // Until the watch has seen the change, a walk lists the snapshot before
+    // it whole; from then on, the folder as it is, asking `files` again.
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        let (walked, asked) = counted_walk(&mut server, &metrics, &mut served).await;
+        if walked == after {
+            assert_eq!(asked, 21, "each of the 21 pages of `files` once");
+            break;
+        }
+        assert_listed(&walked, &before);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no walk saw the change within {EXCHANGE_TIMEOUT:?}"
+        );
+    }
+    walk_until_served_from_a_snapshot(&mut server, &metrics, &mut served, &after).await;
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_walk_under_way_across_a_change_finishes_in_order() {
+    let folder = flat_folder(5_000);
+    let mut server = RawServer::start(folder.path(), &["--page-size", "1000"]).unwrap();
+    let before = files_now(&folder);
+    let (mut walked, cursor) = page(&mut server, None).await;
+    assert_listed(&walked, &before[..1000]);
+    // Between two pages, the operator removes the last file sent and one
+    // not yet sent, and adds one on each side of where the walk stands.
+    let last_sent = walked.last().unwrap().strip_prefix("files://").unwrap();
+    std::fs::remove_file(folder.path().join("data").join(last_sent)).unwrap();
+    std::fs::remove_file(folder.path().join("data/f04000.txt")).unwrap();
+    folder
+        .file("data/f00001a.txt", b"new")
+        .file("data/f04000a.txt", b"new");
+    let after = files_now(&folder);
+    walked.extend(walk_from(&mut server, cursor).await);
+
+    for pair in walked.windows(2) {
+        assert!(pair[0] < pair[1], "{} came before {}", pair[0], pair[1]);
+    }
+    let listed: BTreeSet<&String> = walked.iter().collect();
+    let (before, after): (BTreeSet<&String>, BTreeSet<&String>) =
+        (before.iter().collect(), after.iter().collect());
+    for uri in before.intersection(&after) {
+        assert!(
+            listed.contains(uri),
+            "{uri}, there throughout, was not listed"
+        );
+    }
+    for uri in &listed {
+        assert!(
+            before.contains(uri) || after.contains(uri),
+            "{uri} was listed but never there"
+        );
+    }
+    server.stop().await.unwrap();
 }

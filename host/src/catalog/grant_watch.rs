@@ -13,7 +13,9 @@
 //! directories come, go or move, the plugins concerned are walked again, so
 //! a directory moved out of a grant stops being watched. One plugin gets at
 //! most [`MAX_WATCHES_PER_PLUGIN`] watches; beyond them its changes are found
-//! when its change report is polled.
+//! when its change report is polled. Which plugins have every grant watched
+//! is known ([`GrantWatch::wholly_watched`]): each change of their files is
+//! reported.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::OsStr;
@@ -22,6 +24,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use anyhow::{Context, Result};
@@ -29,6 +32,8 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::fs::{CWD, Dir, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use tokio::sync::Notify;
+
+use crate::policy::files::on_local_filesystem;
 
 /// The most directories (and granted files) watched for one plugin.
 const MAX_WATCHES_PER_PLUGIN: usize = 1024;
@@ -77,7 +82,8 @@ struct Plugin {
     granted: Vec<PathBuf>,
     watches: BTreeSet<Watch>,
     /// What its last walk had to say (the bound reached, a grant that
-    /// cannot be watched), so that each is logged once, not at every walk.
+    /// cannot be watched), so that each is logged once, not at every walk;
+    /// nothing if it watches every directory of its grants.
     said: BTreeSet<String>,
 }
 
@@ -85,6 +91,8 @@ struct Plugin {
 struct Reported {
     batch: Mutex<Batch>,
     arrived: Notify,
+    /// Reading the instance failed: nothing more will be reported.
+    stopped: AtomicBool,
 }
 
 #[derive(Default)]
@@ -103,6 +111,9 @@ enum Walked {
     Whole,
     /// It stopped at [`MAX_WATCHES_PER_PLUGIN`].
     Bounded,
+    /// It reached a network or FUSE filesystem, where the kernel reports
+    /// only the changes made on this machine.
+    Remote,
 }
 
 impl GrantWatch {
@@ -116,6 +127,7 @@ impl GrantWatch {
         let reported = Arc::new(Reported {
             batch: Mutex::default(),
             arrived: Notify::new(),
+            stopped: AtomicBool::new(false),
         });
         std::thread::Builder::new()
             .name("grant-watch".into())
@@ -133,7 +145,7 @@ impl GrantWatch {
     }
 
     /// Returns once the kernel has reported something since the last
-    /// [`Self::settle`].
+    /// [`Self::settle`], or watching stopped.
     pub async fn arrival(&self) {
         self.0.reported.arrived.notified().await;
     }
@@ -193,6 +205,20 @@ impl GrantWatch {
         poked
     }
 
+    /// The plugins whose every grant is watched whole, all the way down,
+    /// while the kernel's reports are still read: every change of their
+    /// files is reported by [`Self::settle`].
+    pub fn wholly_watched(&self) -> BTreeSet<String> {
+        if self.0.reported.stopped.load(Ordering::Relaxed) {
+            return BTreeSet::new();
+        }
+        lock(&self.0.plugins)
+            .iter()
+            .filter(|(_, plugin)| plugin.said.is_empty())
+            .map(|(scheme, _)| scheme.clone())
+            .collect()
+    }
+
     /// Walks every grant of `scheme` again, within the plugin's bound, and
     /// drops the watches it no longer reaches.
     fn walk_plugin(&self, plugins: &mut BTreeMap<String, Plugin>, scheme: &str) {
@@ -204,6 +230,13 @@ impl GrantWatch {
         for root in &plugin.granted {
             match self.walk(root, &mut reached) {
                 Ok(Walked::Whole) => {}
+                Ok(Walked::Remote) => {
+                    said.insert(format!(
+                        "granted path {} reaches a network or FUSE filesystem: changes made \
+                         there from elsewhere are found by polling the plugin's change report only",
+                        root.display()
+                    ));
+                }
                 Ok(Walked::Bounded) => {
                     said.insert(format!(
                         "watches stop at {MAX_WATCHES_PER_PLUGIN} directories for one plugin, \
@@ -247,9 +280,14 @@ impl GrantWatch {
         )?;
         if FileType::from_raw_mode(rustix::fs::fstat(&held)?.st_mode) != FileType::Directory {
             reached.insert(self.add(&held, CHANGES)?);
-            return Ok(Walked::Whole);
+            return Ok(if on_local_filesystem(&held) {
+                Walked::Whole
+            } else {
+                Walked::Remote
+            });
         }
         let mut bounded = false;
+        let mut remote = false;
         let mut pending = VecDeque::from([PathBuf::from(".")]);
         while let Some(relative) = pending.pop_front() {
             let dir = match rustix::fs::openat2(
@@ -269,6 +307,7 @@ impl GrantWatch {
                 // a mount that shows a directory twice.
                 continue;
             }
+            remote |= !on_local_filesystem(&dir);
             for entry in Dir::new(dir)?.map_while(Result::ok) {
                 let name = entry.file_name().to_bytes();
                 let maybe_directory =
@@ -285,6 +324,8 @@ impl GrantWatch {
         }
         Ok(if bounded {
             Walked::Bounded
+        } else if remote {
+            Walked::Remote
         } else {
             Walked::Whole
         })
@@ -343,6 +384,8 @@ fn read_events(instance: &OwnedFd, reported: &Reported) {
                     tracing::error!(
                         "watching granted paths stopped: {error}; their changes are found by polling only"
                     );
+                    reported.stopped.store(true, Ordering::Relaxed);
+                    reported.arrived.notify_one();
                     return;
                 }
             }

@@ -14,7 +14,10 @@
 //! files granted to each plugin are watched too ([`GrantWatch`], which never
 //! leaves a grant): a change there (not a mere read, such as the plugin's
 //! own) pokes the plugin's change report, so subscribers hear of it without
-//! waiting for the next poll.
+//! waiting for the next poll, and ends the use of the plugin's listing
+//! snapshots for new walks. The namespace knows which plugins have every
+//! grant watched, so that a listing that follows its files is walked again
+//! only after such a change.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -240,15 +243,32 @@ impl LiveFolder {
             .iter()
             .map(|(scheme, serving)| (scheme.clone(), serving.granted.clone()))
             .collect();
-        off_runtime(move || grants.follow(granted)).await;
+        let watched = off_runtime(move || {
+            grants.follow(granted);
+            grants.wholly_watched()
+        })
+        .await;
+        self.tell_watched(watched.unwrap_or_default());
     }
 
-    /// Pokes the change report of every plugin whose granted paths changed.
+    /// Pokes the change report of every plugin whose granted paths changed,
+    /// and has new walks of its listings ask it afresh.
     async fn poke_changed(&self) {
         let grants = self.grants.clone();
-        let poked = off_runtime(move || grants.settle()).await;
-        for scheme in poked.unwrap_or_default() {
+        let settled = off_runtime(move || (grants.settle(), grants.wholly_watched())).await;
+        let (poked, watched) = settled.unwrap_or_default();
+        for scheme in poked {
+            self.namespace.grants_changed(&scheme);
             self.namespace.subscriptions().poke(&scheme);
+        }
+        self.tell_watched(watched);
+    }
+
+    /// Tells the namespace which served plugins have every grant watched.
+    fn tell_watched(&self, watched: BTreeSet<String>) {
+        for scheme in self.serving.keys() {
+            self.namespace
+                .watching_grants(scheme, watched.contains(scheme));
         }
     }
 }

@@ -50,16 +50,24 @@ pub struct Manifest {
 }
 
 /// The `[changes]` section: how often the plugin's change report is asked
-/// for while a client is subscribed to one of its resources.
+/// for while a client is subscribed to one of its resources, and whether its
+/// listing changes only with its granted files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ChangeSettings {
     pub interval_ms: u64,
+    /// The listing depends on the granted files alone (not on the clock,
+    /// the network or anything else): a walked listing serves later walks
+    /// until something in the grants changes.
+    pub listing_follows_files: bool,
 }
 
 impl Default for ChangeSettings {
     fn default() -> Self {
-        Self { interval_ms: 5_000 }
+        Self {
+            interval_ms: 5_000,
+            listing_follows_files: false,
+        }
     }
 }
 
@@ -97,6 +105,7 @@ impl Manifest {
             change_interval: Duration::from_millis(
                 self.changes.interval_ms.max(MIN_CHANGE_INTERVAL_MS),
             ),
+            listing_follows_files: self.changes.listing_follows_files,
         }
     }
 
@@ -138,6 +147,8 @@ mod tests {
             [limits]
             timeout_ms = 500
             max_page_entries = 20
+            [changes]
+            listing_follows_files = true
             "#,
         )
         .unwrap();
@@ -151,6 +162,8 @@ mod tests {
         );
         assert_eq!(manifest.limits.sandbox.timeout_ms, 500);
         assert_eq!(manifest.limits.answers.max_page_entries, 20);
+        assert!(manifest.mount_settings().listing_follows_files);
+        assert!(!Manifest::default().mount_settings().listing_follows_files);
         assert_eq!(
             manifest.files.0[0].access,
             crate::policy::files::Access::ReadWrite

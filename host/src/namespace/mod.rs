@@ -5,7 +5,10 @@
 //! completions by scheme, validates every URI before a provider sees it, and
 //! validates every answer before a client sees it. Mounts change while it
 //! serves: each change of the listing, and each change a provider reports for
-//! a subscribed resource ([`changes`]), is announced as an [`Event`].
+//! a subscribed resource ([`changes`]), is announced as an [`Event`]. A
+//! provider's listing is walked into snapshots ([`snapshot`]); one whose
+//! listing follows its granted files serves new walks from its last snapshot
+//! while the live folder watches those files and reports no change there.
 //! Listings are filtered entry by entry to a client's [`Scope`]; a read,
 //! completion or subscription is decided by the caller (which audits the
 //! decision) before it gets here. It knows nothing of JSON-RPC or of Wasm.
@@ -21,8 +24,8 @@ pub mod validate;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use tokio::sync::broadcast;
 
@@ -170,6 +173,11 @@ pub struct MountSettings {
     /// How often the provider's change report is asked for while a client is
     /// subscribed to one of its resources.
     pub change_interval: Duration,
+    /// Whether the provider's listing changes only with its granted files:
+    /// while they are all watched ([`Namespace::watching_grants`]), a new
+    /// walk starts from the last snapshot taken since, until a change there
+    /// ([`Namespace::grants_changed`]).
+    pub listing_follows_files: bool,
 }
 
 impl Default for MountSettings {
@@ -177,6 +185,7 @@ impl Default for MountSettings {
         Self {
             limits: AnswerLimits::default(),
             change_interval: Duration::from_secs(5),
+            listing_follows_files: false,
         }
     }
 }
@@ -187,6 +196,9 @@ struct Mount {
     promises: Promises,
     resources: Snapshots<Resource>,
     templates: Snapshots<Template>,
+    /// Since when every path granted to the provider is watched, without a
+    /// break; none while some are not.
+    grants_watched_since: Mutex<Option<Instant>>,
 }
 
 type Mounts = BTreeMap<String, Arc<Mount>>;
@@ -465,6 +477,34 @@ impl Namespace {
         })
     }
 
+    /// Whether every path granted to the provider of `scheme` is watched
+    /// now, so that each change there is reported through
+    /// [`Self::grants_changed`]. A listing that follows its files serves new
+    /// walks only from snapshots begun while they were watched.
+    pub fn watching_grants(&self, scheme: &str, watched: bool) {
+        if let Some(mount) = self.current_mounts().get(scheme) {
+            let mut since = mount
+                .grants_watched_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match (watched, *since) {
+                (true, None) => *since = Some(Instant::now()),
+                (false, _) => *since = None,
+                (true, Some(_)) => {}
+            }
+        }
+    }
+
+    /// After something in the paths granted to the provider of `scheme`
+    /// changed: no new walk starts from a snapshot of its listings taken so
+    /// far.
+    pub fn grants_changed(&self, scheme: &str) {
+        if let Some(mount) = self.current_mounts().get(scheme) {
+            mount.resources.invalidate();
+            mount.templates.invalidate();
+        }
+    }
+
     /// The mount serving `scheme`.
     fn mount_of(&self, scheme: &str, uri: &str) -> Result<Arc<Mount>, NamespaceError> {
         self.current_mounts()
@@ -527,7 +567,7 @@ impl Namespace {
                         skip: position.skip,
                     },
                 ),
-                None => snapshots.for_new_walk(),
+                None => snapshots.for_new_walk(mount.changes_reported_since()),
             };
             let room = self.page_size - items.len();
             let taken = snapshot
@@ -637,7 +677,21 @@ impl Mount {
             promises: Promises::default(),
             resources: Snapshots::default(),
             templates: Snapshots::default(),
+            grants_watched_since: Mutex::default(),
         })
+    }
+
+    /// Since when any change of the provider's listing is reported (through
+    /// [`Namespace::grants_changed`]): since its grants are all watched, if
+    /// its listing follows them.
+    fn changes_reported_since(&self) -> Option<Instant> {
+        if !self.settings.listing_follows_files {
+            return None;
+        }
+        *self
+            .grants_watched_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -10,11 +10,14 @@
 //!
 //! A new walk starts from the newest snapshot while that snapshot's cache
 //! hint says it is fresh (a plugin that gives no hint is asked afresh for
-//! every new walk) and until the plugin reports a change of its listing; a
-//! walk under way keeps its snapshot to its end, so pages never shift under
-//! it. The [`KEPT`] snapshots of a mount used last are kept; a cursor into
-//! one dropped since carries the plugin's cursor of the page it stands in,
-//! and resumes from that page in a new one.
+//! every new walk), or, for a plugin whose every change of its listing is
+//! reported (one whose listing follows its watched files), while nothing
+//! was reported since the snapshot began; and never after the plugin or its
+//! files reported a change of its listing. A walk under way keeps its
+//! snapshot to its end, so pages never shift under it. The [`KEPT`]
+//! snapshots of a mount used last are kept; a cursor into one dropped since
+//! carries the plugin's cursor of the page it stands in, and resumes from
+//! that page in a new one.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -123,11 +126,13 @@ impl<T> Default for Snapshots<T> {
 
 impl<T: Clone + Weigh> Snapshots<T> {
     /// The snapshot a new walk starts from: the newest, while it is fresh,
-    /// or else a new one.
-    pub fn for_new_walk(&self) -> Arc<Snapshot<T>> {
+    /// or else a new one. With `reported_since`, every change of the
+    /// listing since then is reported ([`Self::invalidate`]), so a snapshot
+    /// begun since stays fresh until one is.
+    pub fn for_new_walk(&self, reported_since: Option<Instant>) -> Arc<Snapshot<T>> {
         let mut kept = self.lock();
         match kept.back() {
-            Some(newest) if newest.fresh() => newest.clone(),
+            Some(newest) if newest.fresh(reported_since) => newest.clone(),
             _ => keep(&mut kept, Snapshot::new(0, None, false)),
         }
     }
@@ -149,8 +154,8 @@ impl<T: Clone + Weigh> Snapshots<T> {
         }
     }
 
-    /// After the plugin reported a change of its listing: no new walk starts
-    /// from any snapshot taken so far.
+    /// After the plugin, or its files, reported a change of its listing: no
+    /// new walk starts from any snapshot taken so far.
     pub fn invalidate(&self) {
         for snapshot in self.lock().iter() {
             snapshot.stale.store(true, Ordering::Relaxed);
@@ -198,10 +203,12 @@ impl<T: Clone + Weigh> Snapshot<T> {
 
     /// Whether a new walk may start here: not stale, and younger than the
     /// shortest lifetime its pages gave (a snapshot with no page yet is
-    /// being filled right now).
-    fn fresh(&self) -> bool {
+    /// being filled right now) or begun since `reported_since`.
+    fn fresh(&self, reported_since: Option<Instant>) -> bool {
         let ttl = Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed));
-        !self.stale.load(Ordering::Relaxed) && self.started.elapsed() < ttl
+        !self.stale.load(Ordering::Relaxed)
+            && (self.started.elapsed() < ttl
+                || reported_since.is_some_and(|since| since <= self.started))
     }
 
     /// Up to `room` entries from `offset` (in the walk) on, asking the
@@ -334,5 +341,62 @@ pub fn merge_cache(merged: CacheHint, part: CacheHint) -> CacheHint {
         } else {
             part.scope
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::namespace::DEFAULT_CACHE;
+
+    impl Weigh for u32 {
+        fn weight(&self) -> usize {
+            4
+        }
+    }
+
+    /// Walks a listing of two entries on one page with no cache hint, as a
+    /// new walk would; returns the snapshot it read.
+    async fn walk(snapshots: &Snapshots<u32>, reported_since: Option<Instant>) -> u64 {
+        let snapshot = snapshots.for_new_walk(reported_since);
+        let mut calls = 1;
+        let taken = snapshot
+            .take(0, 10, &mut calls, |_| {
+                Box::pin(async {
+                    Some(Page {
+                        items: vec![1, 2],
+                        next_cursor: None,
+                        cache: DEFAULT_CACHE,
+                    })
+                })
+            })
+            .await;
+        assert_eq!(taken.items, [1, 2]);
+        assert!(taken.ended);
+        snapshot.id()
+    }
+
+    #[tokio::test]
+    async fn a_listing_whose_changes_are_reported_is_walked_again_only_after_one() {
+        let snapshots = Snapshots::default();
+        // No hint and no reports: each walk asks the plugin afresh.
+        let first = walk(&snapshots, None).await;
+        let second = walk(&snapshots, None).await;
+        assert_ne!(first, second);
+        // Reports only from a time after the newest snapshot began: it is
+        // not reused.
+        let later = Instant::now() + Duration::from_secs(60);
+        assert_ne!(walk(&snapshots, Some(later)).await, second);
+        // Reports from before: the newest is reused until a change.
+        let since = Instant::now();
+        let reported = walk(&snapshots, Some(since)).await;
+        assert_eq!(walk(&snapshots, Some(since)).await, reported);
+        assert_eq!(walk(&snapshots, Some(since)).await, reported);
+        snapshots.invalidate();
+        let after_change = walk(&snapshots, Some(since)).await;
+        assert_ne!(after_change, reported);
+        assert_eq!(walk(&snapshots, Some(since)).await, after_change);
+        // Without reports, a fresh snapshot with no hint is not reused.
+        assert_ne!(walk(&snapshots, None).await, after_change);
     }
 }

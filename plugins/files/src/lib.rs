@@ -15,6 +15,7 @@
 //! and anything resmux cannot read for the plugin, go through `read`.
 
 mod encoding;
+mod listing;
 mod mime;
 mod tree;
 
@@ -34,6 +35,8 @@ struct Files {
     /// `locate` on, which have no files and only compute names.
     tree: Option<tree::Root>,
     page_size: usize,
+    /// What listing pages of this instance read, for the pages after them.
+    listings: listing::Listings,
 }
 
 impl Plugin for Files {
@@ -59,6 +62,7 @@ impl Plugin for Files {
                 tree: None,
                 root,
                 page_size,
+                listings: listing::Listings::default(),
             });
         }
         std::fs::metadata(&root).map_err(|error| {
@@ -70,15 +74,17 @@ impl Plugin for Files {
             tree: Some(tree::Root::open(&root)?),
             root,
             page_size,
+            listings: listing::Listings::default(),
         })
     }
 
     fn list(&self, cursor: Option<String>) -> Result<ResourcePage, Error> {
-        // The cursor is the last path sent: stable even if files come and go.
-        let (files, more) = tree::page(self.tree()?, cursor.as_deref(), self.page_size)?;
+        let tree = self.tree()?;
+        let cursor = listing::Cursor::parse(cursor.as_deref())?;
+        let page = self.listings.page(tree, &cursor, self.page_size)?;
         Ok(ResourcePage {
-            next_cursor: files.last().filter(|_| more).map(|file| file.path.clone()),
-            resources: files.iter().map(resource).collect(),
+            next_cursor: page.last.map(|path| cursor.after(&path)),
+            resources: page.files.iter().map(resource).collect(),
             cache: None,
         })
     }

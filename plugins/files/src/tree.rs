@@ -1,15 +1,16 @@
-//! The granted directory: walking it, reading its files, resolving paths
-//! inside it, and noticing what changed. The host's sandbox already keeps
-//! every access inside the grant; this module refuses `..` and empty
-//! segments so that requests for them get a clear error instead of a
-//! sandbox denial.
+//! The granted directory: walking it, reading its files and directories,
+//! resolving paths inside it, and noticing what changed (the listing's pages
+//! are [`crate::listing`]'s). The host's sandbox already keeps every access
+//! inside the grant; this module refuses `..` and empty segments so that
+//! requests for them get a clear error instead of a sandbox denial.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use wasi::filesystem::preopens::get_directories;
 use wasi::filesystem::types::{
-    Descriptor, DescriptorFlags, DescriptorType, ErrorCode, OpenFlags, PathFlags,
+    Descriptor, DescriptorFlags, DescriptorStat, DescriptorType, DirectoryEntry, ErrorCode,
+    OpenFlags, PathFlags,
 };
 
 use crate::encoding::encode;
@@ -151,39 +152,6 @@ pub fn files(root: &str) -> Result<Vec<File>, Error> {
     Ok(files)
 }
 
-/// At most `limit` regular files below `root` that come after `after` (a URI
-/// path this function handed out) in URI path order, and whether more
-/// follow. Directories wholly before `after` are never read, and only the
-/// files returned are looked at (`stat`), so each page costs about what it
-/// returns, however large the tree. A file gone before it is looked at is
-/// left out.
-pub fn page(root: &Root, after: Option<&str>, limit: usize) -> Result<(Vec<File>, bool), Error> {
-    let mut found = Vec::new();
-    collect_after(root, "", after, limit + 1, &mut found)?;
-    let more = found.len() > limit;
-    found.truncate(limit);
-    let files = found
-        .into_iter()
-        .filter_map(|relative| {
-            let stat = root
-                .descriptor
-                .stat_at(PathFlags::empty(), &root.path(&relative))
-                .ok()?;
-            let modified = stat
-                .data_modification_timestamp
-                .map(|time| std::time::Duration::new(time.seconds, time.nanoseconds));
-            Some(File {
-                path: encode(&relative),
-                size: stat.size,
-                modified: modified.map(|since| iso8601(since.as_secs())),
-                modified_nanos: modified.map_or(0, |since| since.as_nanos()),
-                relative,
-            })
-        })
-        .collect();
-    Ok((files, more))
-}
-
 /// What a read found at a path.
 pub enum Found {
     Directory,
@@ -272,6 +240,46 @@ impl Root {
         Ok(Self { descriptor, base })
     }
 
+    /// What the host says of `relative` (below the root), without following
+    /// a symlink at its end.
+    pub fn stat(&self, relative: &str) -> Result<DescriptorStat, ErrorCode> {
+        self.descriptor
+            .stat_at(PathFlags::empty(), &self.path(relative))
+    }
+
+    /// The regular file at `relative`, whose URI path is `path`, as it is
+    /// now; none if it is gone.
+    pub fn file(&self, path: String, relative: String) -> Option<File> {
+        let stat = self.stat(&relative).ok()?;
+        let modified = stat
+            .data_modification_timestamp
+            .map(|time| Duration::new(time.seconds, time.nanoseconds));
+        Some(File {
+            path,
+            relative,
+            size: stat.size,
+            modified: modified.map(|since| iso8601(since.as_secs())),
+            modified_nanos: modified.map_or(0, |since| since.as_nanos()),
+        })
+    }
+
+    /// The entries of the directory `relative`, in the order the host reads
+    /// them; the directory is closed on return.
+    pub fn read_directory(&self, relative: &str) -> Result<Vec<DirectoryEntry>, ErrorCode> {
+        let opened = self.descriptor.open_at(
+            PathFlags::empty(),
+            &self.path(relative),
+            OpenFlags::DIRECTORY,
+            DescriptorFlags::READ,
+        )?;
+        let stream = opened.read_directory()?;
+        let mut entries = Vec::new();
+        while let Some(entry) = stream.read_directory_entry()? {
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+
     /// The path of `relative` (below the root) inside the preopen.
     fn path(&self, relative: &str) -> String {
         match (self.base.is_empty(), relative.is_empty()) {
@@ -284,80 +292,12 @@ impl Root {
 }
 
 /// Maps a WASI file system error on `path` to the contract's errors.
-fn wasi_error(path: &str, error: ErrorCode) -> Error {
+pub fn wasi_error(path: &str, error: ErrorCode) -> Error {
     match error {
         ErrorCode::NoEntry => Error::NotFound(format!("{path:?} does not exist")),
         ErrorCode::Access | ErrorCode::NotPermitted => Error::Denied(format!("{path:?}: {error}")),
         _ => Error::Internal(format!("{path:?}: {error}")),
     }
-}
-
-/// Adds to `found` the relative paths of the files below `directory` whose
-/// URI paths come after `after`, in URI path order, until it holds `wanted`;
-/// each directory is closed before the next is read.
-/// Entries sort by their encoded name, with a '/' after a directory's, which
-/// is the order of the full URI paths below them.
-fn collect_after(
-    root: &Root,
-    directory: &str,
-    after: Option<&str>,
-    wanted: usize,
-    found: &mut Vec<String>,
-) -> Result<(), Error> {
-    let mut children = children(root, directory)?;
-    children.sort_unstable();
-    for (key, relative, is_dir) in children {
-        if found.len() == wanted {
-            break;
-        }
-        let wholly_before = after.is_some_and(|after| {
-            if is_dir {
-                after >= key.as_str() && !after.starts_with(&key)
-            } else {
-                after >= key.as_str()
-            }
-        });
-        if wholly_before {
-            continue;
-        }
-        if is_dir {
-            collect_after(root, &relative, after, wanted, found)?;
-        } else {
-            found.push(relative);
-        }
-    }
-    Ok(())
-}
-
-/// The entries of `directory` as (sort key, relative path, is a directory);
-/// the directory is closed on return.
-fn children(root: &Root, directory: &str) -> Result<Vec<(String, String, bool)>, Error> {
-    let failed = |error| wasi_error(directory, error);
-    let opened = root
-        .descriptor
-        .open_at(
-            PathFlags::empty(),
-            &root.path(directory),
-            OpenFlags::DIRECTORY,
-            DescriptorFlags::READ,
-        )
-        .map_err(failed)?;
-    let stream = opened.read_directory().map_err(failed)?;
-    let mut children = Vec::new();
-    while let Some(entry) = stream.read_directory_entry().map_err(failed)? {
-        let is_dir = entry.type_ == DescriptorType::Directory;
-        let relative = if directory.is_empty() {
-            entry.name
-        } else {
-            format!("{directory}/{}", entry.name)
-        };
-        let mut key = encode(&relative);
-        if is_dir {
-            key.push('/');
-        }
-        children.push((key, relative, is_dir));
-    }
-    Ok(children)
 }
 
 /// Compares the tree with the state a token describes. The token holds the

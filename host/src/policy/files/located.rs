@@ -8,6 +8,7 @@
 //! files go to the plugin's `read` on a thread of its own.
 
 use std::fs::File;
+use std::os::fd::AsFd;
 
 use cap_std::fs::Dir;
 use rustix::fs::{Mode, OFlags, ResolveFlags};
@@ -28,9 +29,11 @@ const LOCAL_FILESYSTEMS: &[u32] = &[
     0xCA45_1A4E, // bcachefs
 ];
 
-/// Whether the files below `dir` live on a local filesystem, so that
-/// resmux may read them on its own threads.
-pub fn on_local_filesystem(dir: &Dir) -> bool {
+/// Whether the files below `dir` (any descriptor of a directory or file)
+/// live on a local filesystem: resmux may read them on its own threads, and
+/// the kernel reports every change to them (a network filesystem's changes
+/// made on another machine are not reported).
+pub fn on_local_filesystem(dir: impl AsFd) -> bool {
     // The magic is 32 bits wide, in a field that is wider on most targets.
     rustix::fs::fstatfs(dir).is_ok_and(|stat| LOCAL_FILESYSTEMS.contains(&(stat.f_type as u32)))
 }

@@ -29,6 +29,7 @@ use cap_std::fs::Dir;
 use serde::Deserialize;
 use wasmtime_wasi::FsPerms;
 
+pub use located::on_local_filesystem;
 pub use private::remove_stale_folders;
 use single::SingleFile;
 
