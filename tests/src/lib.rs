@@ -480,6 +480,27 @@ impl RawServer {
             .ok_or_else(|| anyhow!("initialize failed: {response}"))
     }
 
+    /// The URIs of every page of the resource listing, walked from the start.
+    pub async fn resource_uris(&mut self) -> Result<Vec<String>> {
+        let mut uris = Vec::new();
+        let mut params = json!({});
+        loop {
+            let page = self.request("resources/list", params).await?;
+            let resources = page["result"]["resources"]
+                .as_array()
+                .with_context(|| format!("not a listing: {page}"))?;
+            uris.extend(
+                resources
+                    .iter()
+                    .filter_map(|resource| resource["uri"].as_str().map(str::to_owned)),
+            );
+            match page["result"]["nextCursor"].as_str() {
+                Some(cursor) => params = json!({ "cursor": cursor }),
+                None => return Ok(uris),
+            }
+        }
+    }
+
     /// A 2026-07-28 request: `params` plus the required `_meta`.
     pub async fn modern_request(&mut self, method: &str, params: Value) -> Result<Value> {
         self.request(method, modern(params)).await
@@ -557,15 +578,40 @@ pub fn free_address() -> String {
 /// `GET path` from `address` over HTTP/1.0 with `headers`: the status and
 /// the body.
 pub fn http_get(address: &str, path: &str, headers: &[(&str, &str)]) -> Result<(u16, String)> {
+    http_request(address, "GET", path, headers, "")
+}
+
+/// `POST path` to `address` over HTTP/1.0 with `headers` and `body`: the
+/// status and the response's body, read until the server closes it.
+pub fn http_post(
+    address: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<(u16, String)> {
+    http_request(address, "POST", path, headers, body)
+}
+
+fn http_request(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<(u16, String)> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(address)
         .with_context(|| format!("cannot connect to {address}"))?;
     stream.set_read_timeout(Some(EXCHANGE_TIMEOUT))?;
-    let mut request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n");
+    let mut request = format!("{method} {path} HTTP/1.0\r\nHost: {address}\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
+    if !body.is_empty() {
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
     request.push_str("\r\n");
+    request.push_str(body);
     stream.write_all(request.as_bytes())?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;

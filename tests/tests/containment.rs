@@ -2,7 +2,8 @@
 //! reason while every other plugin keeps serving.
 
 use resmux_tests::{
-    Era, Folder, RawServer, SPIN_LIMIT, client, error_message, liar_and_notes, mcp_error,
+    EXCHANGE_TIMEOUT, Era, Folder, RawServer, SPIN_LIMIT, client, error_message, liar_and_notes,
+    mcp_error,
 };
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::json;
@@ -30,6 +31,11 @@ async fn a_plugin_that_fails_to_load_is_reported_and_the_others_serve() {
         uris.iter().all(|uri| uri.starts_with("notes://")),
         "{uris:?}"
     );
+    // What is not compiled yet is loaded while resmux serves, and reported
+    // then.
+    server
+        .wait_for_log("not a loadable component", 1, EXCHANGE_TIMEOUT)
+        .await;
     let stderr = server.stop().await.unwrap();
     for expected in [
         "garbage.wasm",

@@ -1,7 +1,7 @@
 //! What an operator relies on, tried against the real binary: Prometheus
 //! (Debian's, started here) scraping `--metrics` after known traffic and
-//! `promtool` linting the exposition, the probes with and without tokens,
-//! scrapes that need the metrics token,
+//! `promtool` linting the exposition, the probes with and without tokens and
+//! while a cold start compiles, scrapes that need the metrics token,
 //! stderr that stalls without stalling reads, JSON logs that carry no
 //! answer of a plugin, and `resmux top`.
 
@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use resmux_tests::{
-    EXCHANGE_TIMEOUT, Folder, RawServer, free_address, http_get, resmux_bin, wait_until_ready,
+    EXCHANGE_TIMEOUT, Folder, RawServer, free_address, http_get, http_post, resmux_bin,
+    wait_until_ready,
 };
 use serde_json::Value;
 
@@ -391,39 +392,63 @@ async fn probes_answer_without_a_token_while_mcp_and_metrics_need_theirs() {
     server.kill().await.unwrap();
 }
 
+/// A 2025-11-25 `initialize` request, as an HTTP client posts it.
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+
 #[tokio::test]
-async fn readiness_waits_for_the_folder_to_load() {
-    // The JavaScript component takes seconds to compile afresh; the probes
-    // listen from the start.
+async fn initialize_is_answered_at_once_and_readiness_waits_for_the_folder() {
+    // The JavaScript component takes seconds to compile afresh: the MCP port
+    // and the probes listen from the start, `initialize` is answered while
+    // it compiles, and /readyz says loading until it has arrived.
     let folder = Folder::new();
     folder.plugin("catalog", "catalog");
-    let metrics = free_address();
+    let (mcp, metrics) = (free_address(), free_address());
     let empty_cache = tempfile::tempdir().unwrap();
-    let mut server = RawServer::start_with_env(
+    let server = RawServer::start_with_env(
         folder.path(),
-        &["--metrics", &metrics],
+        &["--http", &mcp, "--metrics", &metrics],
         &[("RESMUX_CACHE_DIR", empty_cache.path().to_str().unwrap())],
     )
     .unwrap();
     let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
-    let mut answers = Vec::new();
-    while answers.last().is_none_or(|(status, _)| *status != 200) {
-        assert!(tokio::time::Instant::now() < deadline, "{answers:?}");
-        if let Ok(answer) = http_get(&metrics, "/readyz", &[]) {
-            assert_eq!(
-                http_get(&metrics, "/healthz", &[]).unwrap(),
-                (200, "live\n".to_owned())
-            );
-            answers.push(answer);
+    let first = loop {
+        if let Ok(answer) = http_get(&mcp, "/readyz", &[]) {
+            break answer;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{mcp} never listened"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(first, (503, "loading\n".to_owned()));
+    let (status, answer) = http_post(
+        &mcp,
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        INITIALIZE,
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"serverInfo\""), "{answer}");
+    for address in [&mcp, &metrics] {
+        assert_eq!(
+            http_get(address, "/readyz", &[]).unwrap(),
+            (503, "loading\n".to_owned()),
+            "{address}: the component was still compiling when initialize was answered"
+        );
+        assert_eq!(
+            http_get(address, "/healthz", &[]).unwrap(),
+            (200, "live\n".to_owned())
+        );
     }
-    assert_eq!(answers[0], (503, "loading\n".to_owned()), "{answers:?}");
-    assert_eq!(answers.last().unwrap(), &(200, "ready\n".to_owned()));
-    server.initialize("2025-11-25").await.unwrap();
-    let apples = server.read_text("catalog://items/apples").await;
-    assert!(apples.contains("\"title\":\"Apples\""), "{apples}");
-    server.stop().await.unwrap();
+    for address in [&mcp, &metrics] {
+        wait_until_ready(address).await.unwrap();
+    }
+    server.kill().await.unwrap();
 }
 
 #[tokio::test]

@@ -7,12 +7,14 @@
 //! plugin that cannot be loaded is reported and skipped; two plugins claiming
 //! one scheme are both refused, so neither wins silently. Under [`Rules`] an
 //! operator can cap what any manifest may grant and, in locked mode, demand a
-//! digest pin on every plugin and refuse to start on any error. While resmux
-//! serves, [`live`] keeps the namespace in step with the folder.
+//! digest pin on every plugin and refuse to start on any error. At start,
+//! [`startup`] brings the folder in while resmux already serves; from then
+//! on, [`live`] keeps the namespace in step with the folder.
 
 mod grant_watch;
 pub mod live;
 pub mod manifest;
+pub mod startup;
 
 use std::collections::BTreeMap;
 use std::fs::{File, Metadata};
@@ -32,7 +34,7 @@ pub use manifest::Manifest;
 
 use crate::namespace::{MountSettings, Namespace, uri};
 use crate::policy::{Ceiling, files};
-use crate::runtime::{Runtime, WasmPlugin};
+use crate::runtime::{Compiled, Runtime, WasmPlugin};
 
 /// How strictly a folder is loaded.
 #[derive(Debug, Clone, Default)]
@@ -223,6 +225,17 @@ pub struct Failure {
     pub error: anyhow::Error,
 }
 
+impl Failure {
+    /// Says on stderr which plugin did not load, and why.
+    fn report(&self) {
+        tracing::error!(
+            plugin = %self.declared_by.display(),
+            "plugin not loaded: {:#}",
+            self.error
+        );
+    }
+}
+
 /// Everything a plugin folder held.
 pub struct Loading {
     pub loaded: Vec<Loaded>,
@@ -359,6 +372,50 @@ fn refuse_shared_schemes(entries: &mut Vec<Entry>, failures: &mut Vec<Failure>) 
     });
 }
 
+/// Compiles `entry`'s component on the engine its stack limit selects, or
+/// finds it compiled already (in the compile cache, or for another mount).
+/// The manifest's pin is checked before anything is compiled. Blocks while
+/// it compiles.
+pub fn compile(runtime: &Runtime, entry: &Entry) -> Result<(Compiled, Option<FileStamp>)> {
+    let limits = &entry.manifest.limits;
+    limits.validate().context("invalid limits")?;
+    let (bytes, stamp) = read_component(&entry.component, SystemTime::now())?;
+    let compiled = runtime
+        .with_stack(limits.sandbox.stack_kib)?
+        .compile(&bytes, entry.manifest.sha256.as_deref())
+        .with_context(|| format!("cannot load {}", entry.component.display()))?;
+    Ok((compiled, stamp))
+}
+
+/// [`compile`], on tokio's blocking pool.
+async fn compile_off_runtime(
+    runtime: &Runtime,
+    entry: &Entry,
+) -> Result<(Compiled, Option<FileStamp>)> {
+    let (runtime, entry) = (runtime.clone(), entry.clone());
+    tokio::task::spawn_blocking(move || compile(&runtime, &entry)).await?
+}
+
+/// Compiles every entry's component (see [`compile`]), as many at once as
+/// there are cores, and hands each outcome to `compiled` as soon as it is
+/// known.
+pub async fn compile_each(
+    runtime: &Runtime,
+    entries: Vec<Entry>,
+    mut compiled: impl FnMut(Entry, Result<Compiled>),
+) {
+    let outcomes = futures::stream::iter(entries)
+        .map(|entry| async move {
+            let outcome = compile_off_runtime(runtime, &entry).await;
+            (entry, outcome.map(|(compiled, _)| compiled))
+        })
+        .buffer_unordered(at_once());
+    let mut outcomes = std::pin::pin!(outcomes);
+    while let Some((entry, outcome)) = outcomes.next().await {
+        compiled(entry, outcome);
+    }
+}
+
 /// Compiles, links and starts one entry's plugin. The ceiling is checked
 /// before anything of the manifest is resolved (no file staged, no secret
 /// read), and the pin before anything is compiled.
@@ -371,16 +428,15 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         ceiling.check(&entry.manifest.capabilities(), manifest_dir)?;
     }
     let policy = entry.manifest.policy(manifest_dir)?;
-    let runtime = runtime.with_stack(policy.limits.stack_kib)?;
-    let (bytes, stamp) = read_component(&entry.component, SystemTime::now())?;
-    let compiler = runtime.clone();
-    let pin = entry.manifest.sha256.clone();
-    let compiled = tokio::task::spawn_blocking(move || compiler.compile(&bytes, pin.as_deref()))
-        .await?
-        .with_context(|| format!("cannot load {}", entry.component.display()))?;
+    let (compiled, stamp) = compile_off_runtime(runtime, &entry).await?;
     let fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone(), stamp)?;
     let config = entry.manifest.config_pairs()?;
-    let plugin = runtime.plugin(&entry.scheme, &compiled.component, policy, config)?;
+    let plugin = runtime.with_stack(policy.limits.stack_kib)?.plugin(
+        &entry.scheme,
+        &compiled.component,
+        policy,
+        config,
+    )?;
     plugin.start().await?;
     tracing::info!(
         scheme = entry.scheme,
@@ -397,45 +453,63 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     })
 }
 
-/// Loads every plugin of `folder`, as many at once as there are cores (in
-/// the folder's order all the same). Plugins that fail are reported and
-/// skipped, except in locked mode, where any failure is an error. The
+/// Loads every plugin of `folder`, as many at once as there are cores, and
+/// returns once all have loaded or failed. Plugins that fail are reported
+/// and skipped, except in locked mode, where any failure is an error. The
 /// private folders of single-file grants that a killed resmux left behind
 /// are removed first.
 pub async fn load_folder(runtime: &Runtime, folder: &Path, rules: &Rules) -> Result<Loading> {
     files::remove_stale_folders();
-    let (entries, mut failures) = scan(folder)?;
-    let at_once = std::thread::available_parallelism().map_or(1, usize::from);
-    let outcomes: Vec<_> = futures::stream::iter(entries)
-        .map(|entry| async move {
-            let declared_by = entry.declared_by.clone();
-            (declared_by, load(runtime, entry, rules).await)
-        })
-        .buffered(at_once)
-        .collect()
-        .await;
-    let mut loaded = Vec::new();
-    for (declared_by, outcome) in outcomes {
-        match outcome {
-            Ok(plugin) => loaded.push(plugin),
-            Err(error) => failures.push(Failure { declared_by, error }),
-        }
+    let (entries, failures) = scan(folder)?;
+    let mut loading = Loading {
+        loaded: Vec::new(),
+        failures,
+    };
+    load_each(runtime, entries, rules, |_, outcome| match outcome {
+        Ok(loaded) => loading.loaded.push(loaded),
+        Err(failure) => loading.failures.push(failure),
+    })
+    .await;
+    for failure in &loading.failures {
+        failure.report();
     }
-    for failure in &failures {
-        tracing::error!(
-            plugin = %failure.declared_by.display(),
-            "plugin not loaded: {:#}",
-            failure.error
-        );
-    }
-    if rules.locked && !failures.is_empty() {
+    if rules.locked && !loading.failures.is_empty() {
         bail!(
             "locked mode refuses to start: {} plugin(s) of {} failed to load (see above)",
-            failures.len(),
+            loading.failures.len(),
             folder.display()
         );
     }
-    Ok(Loading { loaded, failures })
+    Ok(loading)
+}
+
+/// Loads `entries`, as many at once as there are cores, and hands each
+/// outcome, with the plugin's scheme, to `settled` as soon as it is known.
+async fn load_each(
+    runtime: &Runtime,
+    entries: Vec<Entry>,
+    rules: &Rules,
+    mut settled: impl FnMut(&str, Result<Loaded, Failure>),
+) {
+    let outcomes = futures::stream::iter(entries)
+        .map(|entry| async move {
+            let scheme = entry.scheme.clone();
+            let declared_by = entry.declared_by.clone();
+            let outcome = load(runtime, entry, rules)
+                .await
+                .map_err(|error| Failure { declared_by, error });
+            (scheme, outcome)
+        })
+        .buffer_unordered(at_once());
+    let mut outcomes = std::pin::pin!(outcomes);
+    while let Some((scheme, outcome)) = outcomes.next().await {
+        settled(&scheme, outcome);
+    }
+}
+
+/// Components compiled or plugins loaded at once: one per core.
+fn at_once() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 #[cfg(test)]

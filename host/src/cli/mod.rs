@@ -1,11 +1,12 @@
 //! Command-line arguments and `resmux serve`; the other subcommands live in
-//! [`query`], [`check`], [`inspect`], [`top`], [`policy`] and, for plugin authors,
-//! [`author`]. Output for people goes to
+//! [`query`], [`check`], [`inspect`], [`compile`], [`top`], [`policy`] and,
+//! for plugin authors, [`author`]. Output for people goes to
 //! stdout; logs go to stderr, and `serve` keeps stdout for protocol messages
 //! alone.
 
 mod author;
 mod check;
+mod compile;
 mod inspect;
 mod policy;
 mod query;
@@ -17,10 +18,11 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::{Args as ClapArgs, Parser, Subcommand};
+use tokio::task::JoinHandle;
 
 use resmux::access::audit::AuditLog;
 use resmux::access::{AccessList, Admission, ResourceServer};
-use resmux::catalog::{self, Loading};
+use resmux::catalog::{self, Loading, startup};
 use resmux::namespace::{Namespace, changes};
 use resmux::policy::Ceiling;
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
@@ -244,6 +246,18 @@ pub enum Command {
     Policy {
         #[command(subcommand)]
         command: policy::PolicyCommand,
+    },
+    /// Compile plugin components into the compile cache ahead of time (for
+    /// an image build), so that `serve` loads them without compiling: every
+    /// component of a plugin folder, with its manifests, or the given
+    /// components. Exits non-zero, naming them, if any fail.
+    Compile {
+        /// Plugin folders, or components (each with the `.toml` beside it,
+        /// if any).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Show a plugin component's interface, what it says about itself, and
     /// what its manifest grants.
@@ -470,6 +484,7 @@ pub async fn run(command: Command) -> Result<()> {
             policy,
             cache,
         } => inspect::inspect(&component, manifest, policy.as_deref(), cache).await,
+        Command::Compile { paths, cache } => compile::compile(&paths, &cache).await,
     }
 }
 
@@ -495,23 +510,30 @@ fn admission(
 }
 
 async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
-    Ok(load(folder, folder.cache.runtime()?).await?.0)
+    let namespace = Namespace::new(folder.page_size as usize);
+    let runtime = folder.cache.runtime()?;
+    load_all(folder, &runtime, &folder.rules.rules()?, &namespace).await?;
+    Ok(namespace)
 }
 
-/// Loads the folder into a new namespace on `runtime`; also returns how,
-/// for watching.
-async fn load(
+/// Loads every plugin of the folder into `namespace`, and returns once all
+/// have loaded or failed.
+async fn load_all(
     folder: &FolderArgs,
-    runtime: Runtime,
-) -> Result<(Namespace, Runtime, catalog::Rules, Loading)> {
-    let rules = folder.rules.rules()?;
-    let loading = catalog::load_folder(&runtime, &folder.plugins, &rules).await?;
-    let namespace = Namespace::new(folder.page_size as usize);
-    loading.mount_into(&namespace)?;
+    runtime: &Runtime,
+    rules: &catalog::Rules,
+    namespace: &Namespace,
+) -> Result<Loading> {
+    let loading = catalog::load_folder(runtime, &folder.plugins, rules).await?;
+    loading.mount_into(namespace)?;
+    warn_if_empty(&folder.plugins, &loading);
+    Ok(loading)
+}
+
+fn warn_if_empty(plugins: &Path, loading: &Loading) {
     if loading.loaded.is_empty() {
-        tracing::warn!(folder = %folder.plugins.display(), "no plugin loaded; the namespace is empty");
+        tracing::warn!(folder = %plugins.display(), "no plugin loaded; the namespace is empty");
     }
-    Ok((namespace, runtime, rules, loading))
 }
 
 /// What `serve` adds around the namespace.
@@ -525,6 +547,9 @@ struct ServeOptions {
     trace_uris: bool,
 }
 
+/// Serves the folder's namespace. Clients are answered once the plugins
+/// whose code is compiled already have loaded; the others arrive while it
+/// serves ([`startup`]). With --locked, every plugin loads first.
 async fn serve(
     folder: FolderArgs,
     runtime: Runtime,
@@ -534,18 +559,16 @@ async fn serve(
     if let Some(address) = options.metrics {
         transport::serve_metrics(address, options.metrics_token.as_deref()).await?;
     }
-    let (namespace, runtime, rules, loading) = load(&folder, runtime).await?;
-    tracing::info!(schemes = ?namespace.schemes(), "namespace ready");
-    transport::mark_ready();
-    let namespace = Arc::new(namespace);
+    let rules = folder.rules.rules()?;
+    let namespace = Arc::new(Namespace::new(folder.page_size as usize));
+    let arriving = if rules.locked {
+        let loading = load_all(&folder, &runtime, &rules, &namespace).await?;
+        all_arrived(&folder.plugins, runtime, rules, &namespace, &loading)?;
+        None
+    } else {
+        start_loading(&folder.plugins, runtime, rules, &namespace).await?
+    };
     changes::spawn_poller(&namespace);
-    catalog::live::spawn(
-        &folder.plugins,
-        runtime,
-        rules,
-        namespace.clone(),
-        &loading.loaded,
-    )?;
     let cache = (options.response_cache_bytes > 0)
         .then(|| ResponseCache::new(options.response_cache_bytes, &namespace));
     let server = ResmuxServer::new(
@@ -557,8 +580,60 @@ async fn serve(
         },
     );
     let server = Observed::new(server, options.trace_uris);
-    match http {
-        Some(options) => transport::serve_http(server, options).await,
-        None => transport::serve_stdio(server).await,
+    let serving = async move {
+        match http {
+            Some(options) => transport::serve_http(server, options).await,
+            None => transport::serve_stdio(server).await,
+        }
+    };
+    match arriving {
+        None => serving.await,
+        // Serves until the client leaves, unless watching the folder fails
+        // once every plugin has arrived.
+        Some(arriving) => tokio::select! {
+            served = serving => served,
+            Ok(Err(error)) = arriving => Err(error),
+        },
     }
+}
+
+/// Tells `namespace` to expect every plugin of the folder `plugins`, loads
+/// those whose code is compiled already, and returns the task that compiles
+/// and loads the others, if any are left.
+async fn start_loading(
+    plugins: &Path,
+    runtime: Runtime,
+    rules: catalog::Rules,
+    namespace: &Arc<Namespace>,
+) -> Result<Option<JoinHandle<Result<()>>>> {
+    let mut expected = startup::expect_folder(plugins, namespace)?;
+    expected.load_compiled(&runtime, &rules, namespace).await;
+    let compiling = expected.left_to_compile() > 0;
+    let (plugins, namespace) = (plugins.to_owned(), namespace.clone());
+    let rest = async move {
+        let loading = expected.load_the_rest(&runtime, &rules, &namespace).await;
+        warn_if_empty(&plugins, &loading);
+        all_arrived(&plugins, runtime, rules, &namespace, &loading)
+    };
+    if !compiling {
+        // A warm start: ready, and the folder watched, before anything is
+        // served.
+        rest.await?;
+        return Ok(None);
+    }
+    Ok(Some(tokio::spawn(rest)))
+}
+
+/// Once every plugin of the folder has loaded or failed: `/readyz` answers
+/// ready, and the folder is watched from now on.
+fn all_arrived(
+    plugins: &Path,
+    runtime: Runtime,
+    rules: catalog::Rules,
+    namespace: &Arc<Namespace>,
+    loading: &Loading,
+) -> Result<()> {
+    tracing::info!(schemes = ?namespace.schemes(), "namespace ready");
+    transport::mark_ready();
+    catalog::live::spawn(plugins, runtime, rules, namespace.clone(), &loading.loaded)
 }

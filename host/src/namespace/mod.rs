@@ -9,11 +9,14 @@
 //! provider's listing is walked into snapshots ([`snapshot`]); one whose
 //! listing follows its granted files serves new walks from its last snapshot
 //! while the live folder watches those files and reports no change there.
+//! A scheme whose plugin is still loading is not listed yet, and a request in
+//! it waits for the plugin ([`arrivals`]).
 //! Listings are filtered entry by entry to a client's [`Scope`]; a read,
 //! completion or subscription is decided by the caller (which audits the
 //! decision) before it gets here. It knows nothing of JSON-RPC or of Wasm.
 
 pub mod answers;
+pub mod arrivals;
 pub mod changes;
 pub mod cursor;
 pub mod promises;
@@ -36,6 +39,7 @@ use crate::contract::{
     ProviderError, ResourceEntry, TemplateEntry,
 };
 pub use answers::{DEFAULT_CACHE, Listable};
+use arrivals::{Arrivals, Waited};
 use changes::Subscriptions;
 use cursor::{CursorSeal, Listing, Position};
 use promises::Promises;
@@ -50,6 +54,10 @@ pub const MAX_COMPLETION_VALUES: usize = 100;
 /// Provider calls one page of a merged listing may make; a page may come back
 /// short (with a cursor) rather than wait on more providers.
 const MAX_CALLS_PER_PAGE: usize = 16;
+
+/// How long a read, completion or subscription in a scheme whose plugin is
+/// still loading waits for it.
+pub const ARRIVAL_PATIENCE: Duration = Duration::from_secs(60);
 
 /// Why a namespace request failed.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -224,6 +232,7 @@ pub struct Namespace {
     page_size: usize,
     events: broadcast::Sender<Event>,
     subscriptions: Subscriptions,
+    arrivals: Arrivals,
 }
 
 impl Namespace {
@@ -235,7 +244,23 @@ impl Namespace {
             page_size: page_size.max(1),
             events: broadcast::channel(EVENT_BACKLOG).0,
             subscriptions: Subscriptions::default(),
+            arrivals: Arrivals::default(),
         }
+    }
+
+    /// A plugin for `scheme` is loading: until it is mounted, or fails to
+    /// load, listings leave the scheme out and reads, completions and
+    /// subscriptions in it wait for the plugin (at most
+    /// [`ARRIVAL_PATIENCE`]).
+    pub fn expect_plugin(&self, scheme: &str) {
+        self.arrivals.expect(scheme);
+    }
+
+    /// The plugin expected under `scheme` did not load, for `reason`, which
+    /// names its file: requests waiting for it, and later ones in `scheme`,
+    /// are told so, until a plugin is mounted under `scheme`.
+    pub fn plugin_not_loaded(&self, scheme: &str, reason: &str) {
+        self.arrivals.failed(scheme, reason);
     }
 
     /// Serves `provider` under `scheme`. A scheme is never shared: mounting a
@@ -275,6 +300,7 @@ impl Namespace {
             mounts.insert(scheme.to_owned(), Mount::new(provider, settings));
             Ok(())
         })?;
+        self.arrivals.mounted(scheme);
         self.announce_scheme_changed(scheme);
         Ok(())
     }
@@ -364,12 +390,19 @@ impl Namespace {
         self.paginate::<TemplateEntry>(cursor, scope).await
     }
 
-    /// Reads `uri` from the provider of its scheme.
+    /// Reads `uri` from the provider of its scheme (once it has arrived, if
+    /// it is still loading).
     #[tracing::instrument(name = "namespace.read", level = "debug", skip_all, fields(resmux.scheme = uri.scheme()))]
     pub async fn read(&self, uri: &Uri) -> Result<Read, NamespaceError> {
         let text = uri.as_str();
         let scheme = uri.scheme();
-        let mount = self.mount_of(scheme, text)?;
+        let mount =
+            self.arrived_mount(scheme)
+                .await
+                .map_err(|reason| NamespaceError::NotFound {
+                    uri: text.to_owned(),
+                    reason,
+                })?;
         let result = mount
             .provider
             .read(uri.path())
@@ -386,7 +419,8 @@ impl Namespace {
         )
     }
 
-    /// Completes `argument` of the template `template_uri`.
+    /// Completes `argument` of the template `template_uri` (once the plugin
+    /// of its scheme has arrived, if it is still loading).
     #[tracing::instrument(name = "namespace.complete", level = "debug", skip_all)]
     pub async fn complete(
         &self,
@@ -397,10 +431,9 @@ impl Namespace {
     ) -> Result<Completion, NamespaceError> {
         let (scheme, path_template) = check_completion(template_uri, argument)?;
         let mount = self
-            .current_mounts()
-            .get(&scheme)
-            .cloned()
-            .ok_or_else(|| unserved_completion(&scheme))?;
+            .arrived_mount(&scheme)
+            .await
+            .map_err(NamespaceError::InvalidArgument)?;
         let request = CompletionRequest {
             path_template,
             argument: argument.to_owned(),
@@ -512,13 +545,52 @@ impl Namespace {
             .cloned()
             .ok_or_else(|| NamespaceError::NotFound {
                 uri: uri.to_owned(),
-                reason: format!("no plugin serves scheme {scheme:?}"),
+                reason: unserved(scheme),
             })
     }
 
-    /// Whether `uri` could be served: a plugin serves its scheme.
-    pub fn check_servable(&self, uri: &Uri) -> Result<(), NamespaceError> {
-        self.mount_of(uri.scheme(), uri.as_str()).map(drop)
+    /// The mount serving `scheme`, once its plugin has arrived if it is
+    /// still loading (waiting at most [`ARRIVAL_PATIENCE`]); else why no
+    /// plugin serves it.
+    async fn arrived_mount(&self, scheme: &str) -> Result<Arc<Mount>, String> {
+        if let Some(mount) = self.current_mounts().get(scheme).cloned() {
+            return Ok(mount);
+        }
+        let waited = self.arrivals.wait(scheme, ARRIVAL_PATIENCE).await;
+        // Looked at again: a plugin mounted since the first look is no
+        // longer expected.
+        if let Some(mount) = self.current_mounts().get(scheme).cloned() {
+            return Ok(mount);
+        }
+        Err(match waited {
+            Waited::Failed(reason) => {
+                format!("the plugin for scheme {scheme:?} did not load: {reason}")
+            }
+            Waited::StillLoading => format!(
+                "the plugin for scheme {scheme:?} is still loading after {} s",
+                ARRIVAL_PATIENCE.as_secs()
+            ),
+            Waited::Unexpected | Waited::Mounted => unserved(scheme),
+        })
+    }
+
+    /// Whether `uri` could be served: a plugin serves its scheme, or has
+    /// arrived within [`ARRIVAL_PATIENCE`] if it was still loading.
+    pub async fn check_servable(&self, uri: &Uri) -> Result<(), NamespaceError> {
+        self.arrived_mount(uri.scheme())
+            .await
+            .map(drop)
+            .map_err(|reason| NamespaceError::NotFound {
+                uri: uri.as_str().to_owned(),
+                reason,
+            })
+    }
+
+    /// Whether a plugin serves `uri`'s scheme or is loading for it, without
+    /// waiting.
+    pub fn may_serve(&self, uri: &Uri) -> bool {
+        let scheme = uri.scheme();
+        self.current_mounts().contains_key(scheme) || self.arrivals.is_loading(scheme)
     }
 
     /// Fills one page of a merged listing, provider after provider in scheme
@@ -735,7 +807,11 @@ pub fn check_completion(
 
 /// The answer to a completion in a scheme no plugin serves.
 pub fn unserved_completion(scheme: &str) -> NamespaceError {
-    NamespaceError::InvalidArgument(format!("no plugin serves scheme {scheme:?}"))
+    NamespaceError::InvalidArgument(unserved(scheme))
+}
+
+fn unserved(scheme: &str) -> String {
+    format!("no plugin serves scheme {scheme:?}")
 }
 
 fn provider_error(uri: &str, error: ProviderError) -> NamespaceError {

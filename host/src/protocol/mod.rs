@@ -470,7 +470,7 @@ impl ServerHandler for ResmuxServer {
             .scope
             .decide(Action::Subscribe, uri.scheme(), uri.path());
         let decided = match verdict.permitted {
-            true => self.namespace.check_servable(&uri),
+            true => self.namespace.check_servable(&uri).await,
             false => Err(unseen(uri.as_str())),
         }
         .map_err(|error| hide(&client.scope, &uri, error));

@@ -4,9 +4,11 @@
 //! `subscriptions/listen` stream that carries only the kinds it asked for.
 //! Either way a client hears only of schemes in its scope, and every
 //! subscription is counted in the namespace, which polls change reports only
-//! while someone listens. A session follows at most
-//! [`MAX_SUBSCRIPTIONS_PER_SESSION`] resources, and a client keeps at most
-//! [`MAX_LISTEN_STREAMS_PER_CLIENT`] listen streams open.
+//! while someone listens. A legacy subscription in a scheme whose plugin is
+//! still loading waits for it; a listen stream follows such a resource at
+//! once, and hears it updated when the plugin arrives. A session follows at
+//! most [`MAX_SUBSCRIPTIONS_PER_SESSION`] resources, and a client keeps at
+//! most [`MAX_LISTEN_STREAMS_PER_CLIENT`] listen streams open.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -143,7 +145,7 @@ pub async fn listen(namespace: &Namespace, context: SubscriptionContext, scope: 
         .iter()
         .filter_map(|uri| Uri::parse(uri).ok())
         .filter(|uri| {
-            namespace.check_servable(uri).is_ok()
+            namespace.may_serve(uri)
                 && scope
                     .decide(Action::Subscribe, uri.scheme(), uri.path())
                     .permitted

@@ -103,6 +103,15 @@ impl CompileCache {
         })
     }
 
+    /// Whether the cache holds an entry for the component whose SHA-256 is
+    /// `digest`, compiled by `engine`; its tag is checked only when it is
+    /// loaded.
+    pub fn holds(&self, engine: &Engine, digest: &str) -> bool {
+        self.stored
+            .as_ref()
+            .is_some_and(|stored| stored.dir.join(entry_name(engine, digest)).is_file())
+    }
+
     /// Returns the component for `bytes`, whose SHA-256 is `digest`.
     pub fn component(
         &self,
@@ -116,7 +125,7 @@ impl CompileCache {
         let dir = &stored.dir;
         let cache = Dir::open_ambient_dir(dir, ambient_authority())
             .with_context(|| format!("cannot open cache directory {}", dir.display()))?;
-        let entry = format!("{digest}-{}.{ENTRY_KIND}", engine_key(engine));
+        let entry = entry_name(engine, digest);
         match stored.load(&cache, &entry) {
             Ok(Some(tagged)) => {
                 // SAFETY: the entry carries a valid tag under our key, so this
@@ -300,6 +309,12 @@ fn create_aside(path: &Path) -> std::io::Result<File> {
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let created = rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR)?;
     Ok(File::from(created))
+}
+
+/// The name of the entry of the component whose SHA-256 is `digest`,
+/// compiled by `engine`.
+fn entry_name(engine: &Engine, digest: &str) -> String {
+    format!("{digest}-{}.{ENTRY_KIND}", engine_key(engine))
 }
 
 /// A short stable digest of everything that makes compiled code compatible

@@ -160,6 +160,14 @@ impl Runtime {
         })
     }
 
+    /// Whether loading `bytes` on this engine would compile nothing: a
+    /// plugin uses them already, or the compile cache holds an entry for
+    /// them (which is checked only when it is loaded).
+    pub fn has_compiled(&self, bytes: &[u8]) -> bool {
+        let digest = hex::encode(Sha256::digest(bytes));
+        self.on.loaded(&digest).is_some() || self.cache.holds(&self.on.engine, &digest)
+    }
+
     /// Links a compiled component into a plugin named `name`, checking that
     /// it exports the contract and imports nothing the host cannot provide.
     pub fn plugin(

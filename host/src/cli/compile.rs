@@ -1,0 +1,88 @@
+//! `resmux compile`: fills the compile cache ahead of time, for an image
+//! build, so that `resmux serve` loads every plugin without compiling it
+//! and lists all of them in its first answer.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use super::CacheArgs;
+use resmux::catalog::{self, Entry, Failure};
+use resmux::runtime::{Compiled, Origin};
+
+/// Compiles every component of the folders among `paths` (with their
+/// manifests, which choose the engine a component is compiled for), and
+/// every other path as a component with the `.toml` beside it; says on
+/// stdout what it compiled, and fails naming every one that did not.
+pub async fn compile(paths: &[PathBuf], cache: &CacheArgs) -> Result<()> {
+    if cache.no_cache {
+        bail!("resmux compile fills the compile cache, which --no-cache turns off");
+    }
+    let runtime = cache.runtime()?;
+    let mut entries = Vec::new();
+    let mut failures = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let (found, refused) = catalog::scan(path)?;
+            entries.extend(found);
+            failures.extend(refused);
+        } else {
+            match Entry::for_component(path, None) {
+                Ok(entry) => entries.push(entry),
+                Err(error) => failures.push(Failure {
+                    declared_by: path.clone(),
+                    error,
+                }),
+            }
+        }
+    }
+    let total = entries.len() + failures.len();
+    let mut written: std::io::Result<()> = Ok(());
+    catalog::compile_each(&runtime, entries, |entry, outcome| match outcome {
+        Ok(compiled) => {
+            if written.is_ok() {
+                written = writeln!(
+                    std::io::stdout(),
+                    "{}  {}",
+                    describe(&compiled),
+                    entry.declared_by.display()
+                );
+            }
+        }
+        Err(error) => failures.push(Failure {
+            declared_by: entry.declared_by,
+            error,
+        }),
+    })
+    .await;
+    written?;
+    for failure in &failures {
+        eprintln!(
+            "resmux: {} did not compile: {:#}",
+            failure.declared_by.display(),
+            failure.error
+        );
+    }
+    if !failures.is_empty() {
+        let names: Vec<String> = failures
+            .iter()
+            .map(|failure| failure.declared_by.display().to_string())
+            .collect();
+        bail!(
+            "{} of {total} plugin(s) did not compile: {}",
+            failures.len(),
+            names.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Where a component's code came from, for the output.
+fn describe(compiled: &Compiled) -> String {
+    match compiled.origin {
+        Origin::Compiled => format!("compiled in {} ms", compiled.elapsed.as_millis()),
+        Origin::Cached => "already in the cache".to_owned(),
+        Origin::Shared => "same component as another plugin".to_owned(),
+    }
+}
