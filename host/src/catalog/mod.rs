@@ -376,7 +376,7 @@ fn refuse_shared_schemes(entries: &mut Vec<Entry>, failures: &mut Vec<Failure>) 
 /// finds it compiled already (in the compile cache, or for another mount).
 /// The manifest's pin is checked before anything is compiled. Blocks while
 /// it compiles.
-pub fn compile(runtime: &Runtime, entry: &Entry) -> Result<(Compiled, Option<FileStamp>)> {
+fn compile(runtime: &Runtime, entry: &Entry) -> Result<(Compiled, Option<FileStamp>)> {
     let limits = &entry.manifest.limits;
     limits.validate().context("invalid limits")?;
     let (bytes, stamp) = read_component(&entry.component, SystemTime::now())?;
