@@ -1,38 +1,66 @@
 //! resmux side by side with other MCP servers, in one run, printed as
-//! markdown tables:
+//! markdown tables, each goal of issue 27 beside its figure:
 //!
-//! 1. **Reads**: one raw JSON-RPC driver keeps 32 reads of one static text
-//!    resource in flight (over HTTP: 32 keep-alive connections, one request
-//!    in flight each) for 3 s after a 0.5 s warm-up, against a trivial native
-//!    echo server (this binary, re-executed with `RESMUX_BENCH_ECHO=stdio` or
-//!    `=http`), the TypeScript reference server (`server-everything` under
-//!    Node 22, from `tests/node`) and `resmux serve` with the response cache
-//!    off, over stdio and over Streamable HTTP. Every case runs once per
-//!    round, in turn, three rounds (the machine's speed swings); reports each
-//!    server's median round (reads/s, p50 and p99) and every ratio per round
-//!    with its median.
-//! 2. **Listing walk**: 10 mounts of the `files` example share N small files
-//!    (N = 10k, 50k, 100k); the time of a full `resources/list` walk, on a
-//!    fresh server and again on the same server.
-//! 3. **Idle memory**: VmRSS of a served folder after a walk and one read per
-//!    mount, for one more mount of a loaded component and for a distinct small
-//!    Rust plugin.
-//! 4. **Restart**: spawn to the end of a first complete listing walk of every
-//!    example plus 16 `files` mounts, with a warm compile cache.
+//! 1. **Reads** (`reads`): one raw JSON-RPC driver reads one static text
+//!    resource for 3 s after a 0.5 s warm-up, with 32 reads in flight and
+//!    again one at a time (over HTTP: that many keep-alive connections, one
+//!    request in flight each), from a trivial native echo server (this
+//!    binary, re-executed with `RESMUX_BENCH_ECHO=stdio` or `=http`), the
+//!    TypeScript reference server (`server-everything` under Node 22, from
+//!    `tests/node`) and `resmux serve` with the response cache off: over
+//!    stdio, over HTTP in a 2025-06-18 session and over HTTP 2026-07-28
+//!    stateless (the reference has no stateless era). Every case runs once
+//!    per round, in turn, three rounds (the machine's speed swings); reports
+//!    each case's median round (reads/s, p50, p99, server CPU µs per read),
+//!    and ratios per round with their median: reads/s against the others,
+//!    and resmux's HTTP CPU per read against echo's HTTP and its own stdio,
+//!    in both eras and at both loads (goal ≤ 2).
+//! 2. **Languages** (`languages`): every example plugin served alone, with
+//!    its manifest and sample data, read over stdio with 32 in flight beside
+//!    the TypeScript reference and a native Python MCP SDK server, and
+//!    `notes` once more with a directory grant it does not use; goals:
+//!    JavaScript ≥ the reference, a grant costs at most 1.5x, Python ≥ 2x
+//!    the Python SDK.
+//! 3. **Listing walk** (`listing`): 10 mounts of the `files` example, each
+//!    on its own tree of N/10 small files, nested (100 files a directory)
+//!    or flat (one directory), N = 10k and 100k; after one untimed first
+//!    page, three whole `resources/list` walks on the same server: the
+//!    first, and the faster of the two repeats (goals: a repeat costs at
+//!    most half the first; per resource, 100k within 1.2x of 10k).
+//! 4. **Idle memory** (`memory`): VmRSS of a served folder after a walk and
+//!    one read per mount, for one more mount of a loaded component and for a
+//!    distinct small Rust plugin.
+//! 5. **Restart** (`restart`): spawn to the end of a first complete listing
+//!    of every example plus 16 `files` mounts, with a warm compile cache.
+//! 6. **Idle CPU** (`idle`): the examples served over stdio, once loaded and
+//!    12 s quiet (idle instances expire after 10 s), then 30 s without a
+//!    message: CPU time as % of one core (goal < 0.5%) and context switches;
+//!    again with a copy of the largest component added under another name.
+//! 7. **Cold start** (`cold`): spawn to the answer of `initialize` (goal
+//!    < 1 s) and to the first listing that names every scheme of the
+//!    examples, on an empty compile cache and on the warm one; and the wall
+//!    time of `resmux compile` of the examples into an empty cache.
 //!
 //! Run everything with `scripts/bench` (installs the Node peers, builds, runs
 //! this). By hand, after `scripts/build` and `npm ci` in `tests/node`:
-//! `cargo bench -p resmux --bench servers`.
+//! `cargo bench -p resmux --bench servers`. The Python SDK server runs on
+//! `target/python/bin/python` (made by `scripts/test`, with `mcp`); without
+//! it that row is left out, and said so.
 //!
 //! Environment: `RESMUX_BENCH_BIN` serves with another resmux binary;
 //! `RESMUX_BENCH_BASELINE=/path/to/resmux` runs every resmux case again with
 //! that binary (labelled `resmux baseline`) and the plugins of
-//! `RESMUX_BENCH_BASELINE_PLUGINS` (default `target/plugins`);
-//! `RESMUX_BENCH_READ_ROUNDS` sets the rounds of reads;
+//! `RESMUX_BENCH_BASELINE_PLUGINS` (default `target/plugins`; give its own
+//! build, whose manifests it accepts). A baseline is taken to load every
+//! plugin before it answers: its first listing counts as complete, its
+//! compile cache fills as it serves (it may have no `resmux compile`), and
+//! the manifests written for it leave out `listing_follows_files`.
+//! `RESMUX_BENCH_READ_ROUNDS` sets the rounds of reads and languages;
 //! `RESMUX_BENCH_LIST_MAX` caps N of the listing walk;
-//! `RESMUX_BENCH_ONLY=reads,listing,memory,restart` runs only those sections.
+//! `RESMUX_BENCH_ONLY=reads,languages,listing,memory,restart,idle,cold` runs
+//! only those sections.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -49,23 +77,54 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 const IN_FLIGHT: usize = 32;
+/// The loads of the read cases: [`IN_FLIGHT`] reads at once, and one at a
+/// time.
+const LOADS: [usize; 2] = [IN_FLIGHT, 1];
 const WARM_UP: Duration = Duration::from_millis(500);
 const RUN_FOR: Duration = Duration::from_secs(3);
-/// How long a server may take to start answering.
+/// How long a server may take to start answering, or to list every scheme.
 const START_WITHIN: Duration = Duration::from_secs(120);
-const LIST_SIZES: [usize; 3] = [10_000, 50_000, 100_000];
+/// How often a listing that lacks a scheme is walked again.
+const POLL_EVERY: Duration = Duration::from_millis(50);
+const LIST_SIZES: [usize; 2] = [10_000, 100_000];
 const LIST_MOUNTS: usize = 10;
 const FILES_PER_DIRECTORY: usize = 100;
 const EXTRA_MOUNTS: usize = 16;
 const RESTARTS: usize = 3;
+/// Quiet time before the idle window: idle instances expire after 10 s.
+const IDLE_SETTLE: Duration = Duration::from_secs(12);
+const IDLE_WINDOW: Duration = Duration::from_secs(30);
 
 /// What resmux and the echo server serve: the conformance plugin's fixture.
 const RESMUX_URI: &str = "test://static-text";
 const ECHO_TEXT: &str = "This is the content of the static text resource.";
 /// The smallest static text document of `server-everything` (965 bytes).
 const REFERENCE_URI: &str = "demo://resource/static/document/extension.md";
+/// What the Python SDK server serves: [`ECHO_TEXT`].
+const PYTHON_SDK_URI: &str = "bench://static-text";
 const STATELESS_VERSION: &str = "2026-07-28";
 const SESSION_VERSION: &str = "2025-06-18";
+
+const ECHO: &str = "echo (native)";
+const REFERENCE: &str = "TypeScript reference";
+const PYTHON_SDK: &str = "Python SDK (native)";
+
+/// A native Python MCP SDK server of one static text resource, over stdio.
+const PYTHON_SDK_SERVER: &str = r#"try:
+    from mcp.server.mcpserver import MCPServer
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as MCPServer
+
+server = MCPServer("python-sdk-bench", log_level="WARNING")
+
+
+@server.resource("bench://static-text", mime_type="text/plain")
+def static_text() -> str:
+    return "This is the content of the static text resource."
+
+
+server.run()
+"#;
 
 fn main() {
     if let Ok(mode) = std::env::var("RESMUX_BENCH_ECHO") {
@@ -83,6 +142,9 @@ fn main() {
         if run("reads") {
             reads(&setup).await;
         }
+        if run("languages") {
+            languages(&setup).await;
+        }
         if run("listing") {
             listing(&setup).await;
         }
@@ -91,6 +153,12 @@ fn main() {
         }
         if run("restart") {
             restart(&setup).await;
+        }
+        if run("idle") {
+            idle(&setup).await;
+        }
+        if run("cold") {
+            cold(&setup).await;
         }
     });
 }
@@ -109,6 +177,10 @@ struct Resmux {
     binary: PathBuf,
     plugins: PathBuf,
     cache: TempDir,
+    /// The resmux under test rather than the baseline: it knows this
+    /// branch's manifest keys (a baseline refuses keys it does not know)
+    /// and `resmux compile`.
+    current: bool,
 }
 
 impl Setup {
@@ -121,7 +193,7 @@ impl Setup {
         let binary = std::env::var_os("RESMUX_BENCH_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_resmux").into());
-        let mut resmuxes = vec![Resmux::new("resmux", binary, plugins.clone())];
+        let mut resmuxes = vec![Resmux::new("resmux", binary, plugins.clone(), true)];
         if let Some(baseline) = std::env::var_os("RESMUX_BENCH_BASELINE") {
             let baseline_plugins = std::env::var_os("RESMUX_BENCH_BASELINE_PLUGINS")
                 .map(PathBuf::from)
@@ -130,6 +202,7 @@ impl Setup {
                 "resmux baseline",
                 baseline.into(),
                 baseline_plugins,
+                false,
             ));
         }
         Self { root, resmuxes }
@@ -143,10 +216,20 @@ impl Setup {
         self.root
             .join("tests/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
     }
+
+    /// The virtualenv of the Python tests, with the `mcp` SDK.
+    fn python(&self) -> PathBuf {
+        self.root.join("target/python/bin/python")
+    }
+
+    /// The resmux under test.
+    fn resmux(&self) -> &Resmux {
+        &self.resmuxes[0]
+    }
 }
 
 impl Resmux {
-    fn new(label: &'static str, binary: PathBuf, plugins: PathBuf) -> Self {
+    fn new(label: &'static str, binary: PathBuf, plugins: PathBuf, current: bool) -> Self {
         assert!(binary.exists(), "no resmux at {}", binary.display());
         for name in ["conformance", "files", "notes"] {
             let wasm = plugins.join(format!("{name}.wasm"));
@@ -157,6 +240,7 @@ impl Resmux {
             binary,
             plugins,
             cache: temp_dir(),
+            current,
         }
     }
 
@@ -173,8 +257,55 @@ impl Resmux {
         command
     }
 
+    /// Runs `resmux compile` of `folder` into `cache`; how long it took.
+    async fn compile(&self, folder: &Path, cache: &Path) -> Duration {
+        let mut command = server_command(&self.binary);
+        command
+            .arg("compile")
+            .arg(folder)
+            .env("RESMUX_CACHE_DIR", cache);
+        let started = Instant::now();
+        let output = tokio::process::Command::from(command)
+            .output()
+            .await
+            .unwrap_or_else(|error| panic!("{} compile starts: {error}", self.binary.display()));
+        let elapsed = started.elapsed();
+        assert!(
+            output.status.success(),
+            "{} compile {} failed: {}",
+            self.binary.display(),
+            folder.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        elapsed
+    }
+
+    /// Compiles the examples into its cache ahead of the cases that serve
+    /// them, so that none waits for a plugin still compiling. Only the
+    /// resmux under test has `resmux compile`; a baseline compiles as it
+    /// starts, and the cases wait until it answers.
+    async fn fill_cache(&self) {
+        if self.current {
+            progress(&format!("{}: compiling the examples", self.label));
+            self.compile(&self.plugins, self.cache.path()).await;
+        }
+    }
+
     fn plugin(&self, name: &str) -> PathBuf {
         self.plugins.join(name)
+    }
+
+    /// The schemes a complete listing of `folder` names: all of the
+    /// folder's for the resmux under test, which lists each plugin once it
+    /// has compiled; none for a baseline, which loads every plugin it
+    /// accepts before it answers (so its first walk is complete), and may
+    /// refuse manifests of this branch.
+    fn expected_schemes(&self, folder: &Path) -> BTreeSet<String> {
+        if self.current {
+            schemes_of(folder)
+        } else {
+            BTreeSet::new()
+        }
     }
 }
 
@@ -203,6 +334,32 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// The schemes `folder` serves: each manifest's `scheme`, else its name,
+/// and the name of each component without a manifest.
+fn schemes_of(folder: &Path) -> BTreeSet<String> {
+    let mut schemes = BTreeSet::new();
+    for entry in std::fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path.file_stem().and_then(|stem| stem.to_str()) else {
+            continue;
+        };
+        match path.extension().and_then(|extension| extension.to_str()) {
+            Some("toml") => {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let manifest: toml::Table = toml::from_str(&text)
+                    .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+                let scheme = manifest.get("scheme").and_then(toml::Value::as_str);
+                schemes.insert(scheme.unwrap_or(name).to_owned());
+            }
+            Some("wasm") if !path.with_extension("toml").exists() => {
+                schemes.insert(name.to_owned());
+            }
+            _ => {}
+        }
+    }
+    schemes
+}
+
 /// Mounts `component` (already in `folder`) as `m00`..: each a tiny directory
 /// of its own holding `hello.txt`. Returns one URI per mount.
 fn add_file_mounts(folder: &Path, component: &str, count: usize) -> Vec<String> {
@@ -212,20 +369,32 @@ fn add_file_mounts(folder: &Path, component: &str, count: usize) -> Vec<String> 
             let data = folder.join(format!("{scheme}-data"));
             std::fs::create_dir_all(&data).unwrap();
             std::fs::write(data.join("hello.txt"), "hello\n").unwrap();
-            write_files_manifest(folder, &scheme, component, &data, 100);
+            write_files_manifest(folder, &scheme, component, &data, 100, false);
             format!("{scheme}://hello.txt")
         })
         .collect()
 }
 
-/// `SCHEME.toml` mounting the `files` example `component` on `data`.
-fn write_files_manifest(folder: &Path, scheme: &str, component: &str, data: &Path, page: usize) {
-    let manifest = format!(
+/// `SCHEME.toml` mounting the `files` example `component` on `data`; with
+/// `follows_files`, its listing follows the granted files (`[changes]
+/// listing_follows_files`, as the shipped `files.toml` says).
+fn write_files_manifest(
+    folder: &Path,
+    scheme: &str,
+    component: &str,
+    data: &Path,
+    page: usize,
+    follows_files: bool,
+) {
+    let mut manifest = format!(
         "component = {component:?}\n\n\
          [[files]]\nhost = {:?}\nguest = \"/data\"\naccess = \"read-only\"\n\n\
          [config]\nroot = \"/data\"\npage_size = {page}\n",
         data.to_str().unwrap()
     );
+    if follows_files {
+        manifest.push_str("\n[changes]\nlisting_follows_files = true\n");
+    }
     std::fs::write(folder.join(format!("{scheme}.toml")), manifest).unwrap();
 }
 
@@ -274,10 +443,13 @@ impl Server {
         panic!("{what}\nserver stderr:\n{}", tail.join("\n"));
     }
 
+    fn pid(&self) -> u32 {
+        self.child.id().expect("the server runs")
+    }
+
     /// Resident memory in KiB.
     fn rss_kib(&self) -> u64 {
-        let pid = self.child.id().expect("the server runs");
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         status
             .lines()
             .find_map(|line| line.strip_prefix("VmRSS:"))
@@ -287,13 +459,31 @@ impl Server {
 
     /// CPU time used so far, by every thread, in user and kernel mode.
     fn cpu_time(&self) -> Duration {
-        let pid = self.child.id().expect("the server runs");
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
         // After the command name in parentheses: state is field 3, utime
         // and stime are fields 14 and 15, in USER_HZ (100 on Linux) ticks.
         let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
         let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
         Duration::from_millis(ticks * 10)
+    }
+
+    /// Context switches so far, voluntary or not, summed over the threads
+    /// alive now.
+    fn context_switches(&self) -> u64 {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid())).unwrap();
+        tasks
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("status")).ok())
+            .map(|status| {
+                status
+                    .lines()
+                    .filter_map(|line| {
+                        line.strip_prefix("voluntary_ctxt_switches:")
+                            .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+                    })
+                    .filter_map(|count| count.trim().parse::<u64>().ok())
+                    .sum::<u64>()
+            })
+            .sum()
     }
 
     async fn stop(mut self) {
@@ -378,6 +568,9 @@ struct Pipe {
     stdin: ChildStdin,
     stdout: Lines<BufReader<ChildStdout>>,
     next_id: u64,
+    /// Whether requests are in the 2026-07-28 dialect: until a session
+    /// opens.
+    stateless: bool,
 }
 
 impl Pipe {
@@ -390,6 +583,7 @@ impl Pipe {
             stdin,
             stdout,
             next_id: 1_000_000_000,
+            stateless: true,
         }
     }
 
@@ -429,26 +623,38 @@ impl Pipe {
         }
     }
 
-    /// `method` in the 2026-07-28 dialect; its result, or a failure.
+    /// `method` in the pipe's dialect; its result, or a failure.
     async fn result(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
-        let request = Dialect::Stateless("").request(self.next_id, method, params);
-        let mut response = self.call(request).await;
+        let dialect = if self.stateless {
+            Dialect::Stateless("")
+        } else {
+            Dialect::Session("")
+        };
+        let mut response = self
+            .call(dialect.request(self.next_id, method, params))
+            .await;
         match response.get_mut("result") {
             Some(result) => result.take(),
             None => self.server.fail(format!("{method}: {response}")),
         }
     }
 
-    /// Initializes a session if the dialect needs one, then waits until a
-    /// read succeeds.
+    /// `initialize`, answered, then `notifications/initialized`.
+    async fn open_session(&mut self) {
+        let response = self.call(initialize()).await;
+        if response.get("result").is_none() {
+            self.server.fail(format!("initialize: {response}"));
+        }
+        self.send(&initialized()).await;
+        self.stateless = false;
+    }
+
+    /// Opens a session if the dialect needs one, then waits until a read
+    /// succeeds.
     async fn open(&mut self, dialect: Dialect) {
         if let Dialect::Session(_) = dialect {
-            let response = self.call(initialize()).await;
-            if response.get("result").is_none() {
-                self.server.fail(format!("initialize: {response}"));
-            }
-            self.send(&initialized()).await;
+            self.open_session().await;
         }
         let deadline = Instant::now() + START_WITHIN;
         loop {
@@ -460,12 +666,13 @@ impl Pipe {
             if Instant::now() > deadline {
                 self.server.fail(format!("no read succeeded: {response}"));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(POLL_EVERY).await;
         }
     }
 
-    /// Every page of `resources/list`; the number of resources.
-    async fn walk(&mut self) -> usize {
+    /// Every page of `resources/list`, each resource shown to `seen`; the
+    /// number of resources.
+    async fn walk_each(&mut self, mut seen: impl FnMut(&Value)) -> usize {
         let mut cursor: Option<String> = None;
         let mut count = 0;
         loop {
@@ -474,17 +681,54 @@ impl Pipe {
                 None => json!({}),
             };
             let result = self.result("resources/list", params).await;
-            count += result["resources"].as_array().map_or(0, Vec::len);
+            for resource in result["resources"].as_array().into_iter().flatten() {
+                count += 1;
+                seen(resource);
+            }
             match result["nextCursor"].as_str() {
                 Some(next) => cursor = Some(next.to_owned()),
                 None => return count,
             }
         }
     }
+
+    /// Every page of `resources/list`; the number of resources.
+    async fn walk(&mut self) -> usize {
+        self.walk_each(|_| {}).await
+    }
+
+    /// Walks the listing until it names every scheme of `schemes` (plugins
+    /// still compiling are not listed yet); once, if there are none.
+    async fn wait_listing(&mut self, schemes: &BTreeSet<String>) {
+        let deadline = Instant::now() + START_WITHIN;
+        loop {
+            let mut listed = BTreeSet::new();
+            self.walk_each(|resource| {
+                if let Some((scheme, _)) = resource["uri"]
+                    .as_str()
+                    .and_then(|uri| uri.split_once("://"))
+                {
+                    listed.insert(scheme.to_owned());
+                }
+            })
+            .await;
+            if listed.is_superset(schemes) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let missing: Vec<&String> = schemes.difference(&listed).collect();
+                self.server.fail(format!(
+                    "after {} s the listing still lacks {missing:?}",
+                    START_WITHIN.as_secs()
+                ));
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+    }
 }
 
-/// Reads with `IN_FLIGHT` requests in flight on one pipe.
-async fn drive_pipe(pipe: &mut Pipe, dialect: Dialect) -> Outcome {
+/// Reads with `in_flight` requests in flight on one pipe.
+async fn drive_pipe(pipe: &mut Pipe, dialect: Dialect, in_flight: usize) -> Outcome {
     let measure_from = Instant::now() + WARM_UP;
     let stop = measure_from + RUN_FOR;
     let mut sent: HashMap<u64, Instant> = HashMap::new();
@@ -494,7 +738,7 @@ async fn drive_pipe(pipe: &mut Pipe, dialect: Dialect) -> Outcome {
     let mut answered: u64 = 0;
     let cpu_before = pipe.server.cpu_time();
     loop {
-        while sent.len() < IN_FLIGHT && Instant::now() < stop {
+        while sent.len() < in_flight && Instant::now() < stop {
             next_id += 1;
             pipe.send(&dialect.read(next_id)).await;
             sent.insert(next_id, Instant::now());
@@ -520,10 +764,14 @@ async fn drive_pipe(pipe: &mut Pipe, dialect: Dialect) -> Outcome {
     Outcome::new(latencies, last - measure_from, cpu, answered)
 }
 
-async fn bench_stdio(command: std::process::Command, dialect: Dialect) -> Outcome {
+async fn bench_stdio(
+    command: std::process::Command,
+    dialect: Dialect,
+    in_flight: usize,
+) -> Outcome {
     let mut pipe = Pipe::start(command);
     pipe.open(dialect).await;
-    let outcome = drive_pipe(&mut pipe, dialect).await;
+    let outcome = drive_pipe(&mut pipe, dialect, in_flight).await;
     pipe.server.stop().await;
     outcome
 }
@@ -640,14 +888,19 @@ async fn wait_http(server: &Server, address: &str, dialect: Dialect) {
         if Instant::now() > deadline {
             server.fail(format!("no read succeeded at {address}: {error}"));
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(POLL_EVERY).await;
     }
 }
 
-/// Reads from `IN_FLIGHT` connections, one request in flight on each.
-async fn drive_http(server: &Server, address: &str, dialect: Dialect) -> Outcome {
+/// Reads from `connections` connections, one request in flight on each.
+async fn drive_http(
+    server: &Server,
+    address: &str,
+    dialect: Dialect,
+    connections: usize,
+) -> Outcome {
     let mut clients = Vec::new();
-    for _ in 0..IN_FLIGHT {
+    for _ in 0..connections {
         match Client::open(address, dialect).await {
             Ok(client) => clients.push(client),
             Err(error) => server.fail(format!("connecting to {address}: {error}")),
@@ -697,9 +950,14 @@ async fn drive_http(server: &Server, address: &str, dialect: Dialect) -> Outcome
     Outcome::new(latencies, last - measure_from, cpu, answered)
 }
 
-async fn bench_http(server: Server, address: &str, dialect: Dialect) -> Outcome {
+async fn bench_http(
+    server: Server,
+    address: &str,
+    dialect: Dialect,
+    connections: usize,
+) -> Outcome {
     wait_http(&server, address, dialect).await;
-    let outcome = drive_http(&server, address, dialect).await;
+    let outcome = drive_http(&server, address, dialect, connections).await;
     server.stop().await;
     outcome
 }
@@ -733,6 +991,10 @@ impl Outcome {
         self.reads as f64 / self.window.as_secs_f64()
     }
 
+    fn cpu_micros(&self) -> f64 {
+        self.cpu_per_read.as_secs_f64() * 1e6
+    }
+
     fn micros_at(&self, quantile: f64) -> f64 {
         let index = ((self.latencies.len() as f64 - 1.0) * quantile).round() as usize;
         self.latencies[index].as_secs_f64() * 1e6
@@ -744,74 +1006,212 @@ impl Outcome {
             self.per_second(),
             self.micros_at(0.5),
             self.micros_at(0.99),
-            self.cpu_per_read.as_secs_f64() * 1e6
+            self.cpu_micros()
         )
     }
 }
 
-/// One server's reads over both transports.
-struct ReadRow {
-    label: &'static str,
-    stdio: Outcome,
-    http: Outcome,
+/// How a read case reaches its server.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Stdio,
+    /// Streamable HTTP in a 2025-06-18 session.
+    HttpSession,
+    /// Streamable HTTP, 2026-07-28, stateless.
+    HttpStateless,
 }
 
-async fn echo_reads() -> ReadRow {
-    let exe = std::env::current_exe().unwrap();
-    let dialect = Dialect::Stateless(RESMUX_URI);
-    progress("reads: echo (native), stdio");
-    let mut command = server_command(&exe);
-    command.env("RESMUX_BENCH_ECHO", "stdio");
-    let stdio = bench_stdio(command, dialect).await;
-    progress("reads: echo (native), HTTP");
-    let mut command = server_command(&exe);
-    command.env("RESMUX_BENCH_ECHO", "http");
-    let mut server = Server::start(command, Stdio::piped());
-    let mut stdout = BufReader::new(server.child.stdout.take().unwrap()).lines();
-    let port = match stdout.next_line().await {
-        Ok(Some(port)) => port,
-        _ => server.fail("the echo server names no port"),
-    };
-    let http = bench_http(server, &format!("127.0.0.1:{port}"), dialect).await;
-    ReadRow {
-        label: "echo (native)",
-        stdio,
-        http,
+impl Way {
+    const ALL: [Way; 3] = [Way::Stdio, Way::HttpSession, Way::HttpStateless];
+    const HTTP: [Way; 2] = [Way::HttpSession, Way::HttpStateless];
+
+    fn name(self) -> &'static str {
+        match self {
+            Way::Stdio => "stdio",
+            Way::HttpSession => "HTTP 2025-06-18 session",
+            Way::HttpStateless => "HTTP 2026-07-28 stateless",
+        }
     }
 }
 
-async fn reference_reads(setup: &Setup) -> Option<ReadRow> {
-    let (node, script) = (setup.node(), setup.reference_server());
-    if !node.exists() || !script.exists() {
-        eprintln!(
-            "no TypeScript reference server: run `npm ci` in tests/node (scripts/bench does)"
-        );
-        return None;
+/// What the rows of a load are called.
+fn load_name(in_flight: usize) -> String {
+    match in_flight {
+        1 => "one at a time".into(),
+        many => format!("{many} in flight"),
     }
-    let dialect = Dialect::Session(REFERENCE_URI);
-    progress("reads: TypeScript reference, stdio");
-    let mut command = server_command(&node);
-    command.arg(&script).arg("stdio");
-    let stdio = bench_stdio(command, dialect).await;
-    progress("reads: TypeScript reference, HTTP");
-    let port = free_port();
-    let mut command = server_command(&node);
-    command
-        .arg(&script)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string());
-    // It logs every request on stdout.
-    let server = Server::start(command, Stdio::null());
-    let http = bench_http(server, &format!("127.0.0.1:{port}"), dialect).await;
-    Some(ReadRow {
-        label: "TypeScript reference",
-        stdio,
-        http,
-    })
 }
 
-async fn resmux_reads(resmux: &Resmux) -> ReadRow {
-    // The conformance fixtures, served as `test` (the manifest's scheme).
+/// A server whose reads are measured, started afresh for every case.
+struct Subject<'a> {
+    label: String,
+    /// The static text resource it reads.
+    uri: &'static str,
+    kind: Kind<'a>,
+}
+
+enum Kind<'a> {
+    /// The native echo server: this binary, re-executed.
+    Echo,
+    /// `server-everything` under Node.
+    Reference(&'a Setup),
+    /// `resmux serve` on a folder of its own.
+    Resmux { resmux: &'a Resmux, folder: TempDir },
+    /// [`PYTHON_SDK_SERVER`], written into `folder`: over stdio only.
+    PythonSdk { python: PathBuf, folder: TempDir },
+}
+
+impl<'a> Subject<'a> {
+    fn echo() -> Self {
+        Self {
+            label: ECHO.into(),
+            uri: RESMUX_URI,
+            kind: Kind::Echo,
+        }
+    }
+
+    /// The TypeScript reference, or why it is left out.
+    fn reference(setup: &'a Setup) -> Result<Self, String> {
+        if !setup.node().exists() || !setup.reference_server().exists() {
+            return Err(format!(
+                "{REFERENCE}: left out, not installed \
+                 (run `npm ci` in tests/node; scripts/bench does)"
+            ));
+        }
+        Ok(Self {
+            label: REFERENCE.into(),
+            uri: REFERENCE_URI,
+            kind: Kind::Reference(setup),
+        })
+    }
+
+    fn resmux(label: String, resmux: &'a Resmux, folder: TempDir, uri: &'static str) -> Self {
+        Self {
+            label,
+            uri,
+            kind: Kind::Resmux { resmux, folder },
+        }
+    }
+
+    /// The native Python SDK server, or why it is left out.
+    fn python_sdk(setup: &Setup) -> Result<Self, String> {
+        let python = setup.python();
+        let importable = std::process::Command::new(&python)
+            .args(["-c", "import mcp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !importable {
+            return Err(format!(
+                "{PYTHON_SDK}: left out, no {} with `mcp` (scripts/test makes it)",
+                python.display()
+            ));
+        }
+        let folder = temp_dir();
+        std::fs::write(folder.path().join("server.py"), PYTHON_SDK_SERVER).unwrap();
+        Ok(Self {
+            label: PYTHON_SDK.into(),
+            uri: PYTHON_SDK_URI,
+            kind: Kind::PythonSdk { python, folder },
+        })
+    }
+
+    fn ways(&self) -> &'static [Way] {
+        match self.kind {
+            Kind::Echo | Kind::Resmux { .. } => &Way::ALL,
+            Kind::Reference(_) => &[Way::Stdio, Way::HttpSession],
+            Kind::PythonSdk { .. } => &[Way::Stdio],
+        }
+    }
+
+    /// Over stdio: stateless where the server speaks 2026-07-28.
+    fn dialect(&self, way: Way) -> Dialect {
+        match (way, &self.kind) {
+            (Way::HttpStateless, _) | (Way::Stdio, Kind::Echo | Kind::Resmux { .. }) => {
+                Dialect::Stateless(self.uri)
+            }
+            (Way::HttpSession, _) | (Way::Stdio, Kind::Reference(_) | Kind::PythonSdk { .. }) => {
+                Dialect::Session(self.uri)
+            }
+        }
+    }
+
+    fn stdio_command(&self) -> std::process::Command {
+        match &self.kind {
+            Kind::Echo => {
+                let mut command = server_command(&std::env::current_exe().unwrap());
+                command.env("RESMUX_BENCH_ECHO", "stdio");
+                command
+            }
+            Kind::Reference(setup) => {
+                let mut command = server_command(&setup.node());
+                command.arg(setup.reference_server()).arg("stdio");
+                command
+            }
+            Kind::Resmux { resmux, folder } => {
+                resmux.serve(folder.path(), resmux.cache.path(), &[])
+            }
+            Kind::PythonSdk { python, folder } => {
+                let mut command = server_command(python);
+                command.arg(folder.path().join("server.py"));
+                command
+            }
+        }
+    }
+
+    /// The server listening for Streamable HTTP, and its address.
+    async fn start_http(&self) -> (Server, String) {
+        match &self.kind {
+            Kind::Echo => {
+                let mut command = server_command(&std::env::current_exe().unwrap());
+                command.env("RESMUX_BENCH_ECHO", "http");
+                let mut server = Server::start(command, Stdio::piped());
+                let mut stdout = BufReader::new(server.child.stdout.take().unwrap()).lines();
+                match stdout.next_line().await {
+                    Ok(Some(port)) => (server, format!("127.0.0.1:{port}")),
+                    _ => server.fail("the echo server names no port"),
+                }
+            }
+            Kind::Reference(setup) => {
+                let port = free_port();
+                let mut command = server_command(&setup.node());
+                command
+                    .arg(setup.reference_server())
+                    .arg("streamableHttp")
+                    .env("PORT", port.to_string());
+                // It logs every request on stdout.
+                let server = Server::start(command, Stdio::null());
+                (server, format!("127.0.0.1:{port}"))
+            }
+            Kind::Resmux { resmux, folder } => {
+                let address = format!("127.0.0.1:{}", free_port());
+                let command =
+                    resmux.serve(folder.path(), resmux.cache.path(), &["--http", &address]);
+                (Server::start(command, Stdio::null()), address)
+            }
+            Kind::PythonSdk { .. } => panic!("{} is benched over stdio only", self.label),
+        }
+    }
+
+    async fn bench(&self, way: Way, in_flight: usize) -> Outcome {
+        progress(&format!(
+            "{}, {}, {}",
+            self.label,
+            way.name(),
+            load_name(in_flight)
+        ));
+        let dialect = self.dialect(way);
+        if way == Way::Stdio {
+            return bench_stdio(self.stdio_command(), dialect, in_flight).await;
+        }
+        let (server, address) = self.start_http().await;
+        bench_http(server, &address, dialect, in_flight).await
+    }
+}
+
+/// The conformance fixtures, served as `test` (the manifest's scheme).
+fn conformance_folder(resmux: &Resmux) -> TempDir {
     let folder = temp_dir();
     copy(
         &resmux.plugin("conformance.wasm"),
@@ -821,19 +1221,7 @@ async fn resmux_reads(resmux: &Resmux) -> ReadRow {
         &resmux.plugin("conformance.toml"),
         &folder.path().join("test.toml"),
     );
-    let dialect = Dialect::Stateless(RESMUX_URI);
-    let cache = resmux.cache.path();
-    progress(&format!("reads: {}, stdio", resmux.label));
-    let stdio = bench_stdio(resmux.serve(folder.path(), cache, &[]), dialect).await;
-    progress(&format!("reads: {}, HTTP", resmux.label));
-    let address = format!("127.0.0.1:{}", free_port());
-    let command = resmux.serve(folder.path(), cache, &["--http", &address]);
-    let http = bench_http(Server::start(command, Stdio::null()), &address, dialect).await;
-    ReadRow {
-        label: resmux.label,
-        stdio,
-        http,
-    }
+    folder
 }
 
 /// How many times every read case runs, one after the other in turn:
@@ -855,112 +1243,369 @@ fn middle<T>(mut values: Vec<T>, key: impl Fn(&T) -> f64) -> T {
     values.swap_remove((values.len() - 1) / 2)
 }
 
-/// Every read case, run once.
-struct Round {
-    echo: ReadRow,
-    /// `None` when the reference server is not installed.
-    reference: Option<ReadRow>,
-    /// The resmux under test first, then the baseline if any.
-    resmuxes: Vec<ReadRow>,
+/// One read case, run once.
+struct Case {
+    server: String,
+    way: Way,
+    in_flight: usize,
+    outcome: Outcome,
 }
+
+/// Every read case of a section, run once each.
+struct Round {
+    cases: Vec<Case>,
+}
+
+/// A case of a round: its server's label, the way and the load.
+type Key<'a> = (&'a str, Way, usize);
 
 impl Round {
-    async fn run(setup: &Setup) -> Self {
-        let echo = echo_reads().await;
-        let reference = reference_reads(setup).await;
-        let mut resmuxes = Vec::new();
-        for resmux in &setup.resmuxes {
-            resmuxes.push(resmux_reads(resmux).await);
-        }
-        Self {
-            echo,
-            reference,
-            resmuxes,
-        }
+    fn get(&self, (server, way, in_flight): Key<'_>) -> Option<&Outcome> {
+        self.cases
+            .iter()
+            .find(|case| case.server == server && case.way == way && case.in_flight == in_flight)
+            .map(|case| &case.outcome)
     }
 
-    fn rows(&self) -> impl Iterator<Item = &ReadRow> {
-        std::iter::once(&self.echo)
-            .chain(&self.reference)
-            .chain(&self.resmuxes)
+    /// `figure` of `over` ÷ `figure` of `under`, if the round has both.
+    fn ratio(&self, figure: fn(&Outcome) -> f64, over: Key<'_>, under: Key<'_>) -> Option<f64> {
+        Some(figure(self.get(over)?) / figure(self.get(under)?))
     }
 }
 
-/// One ratio of reads/s, where every round has both sides: its median over
+/// The stdio case of `server` at [`IN_FLIGHT`].
+fn stdio_case(server: &str) -> Key<'_> {
+    (server, Way::Stdio, IN_FLIGHT)
+}
+
+/// Every one of `ways` of every subject, at every one of `loads`, each
+/// round in turn.
+async fn run_rounds(
+    section: &str,
+    subjects: &[Subject<'_>],
+    ways: &[Way],
+    loads: &[usize],
+) -> Vec<Round> {
+    let count = read_rounds();
+    let mut rounds = Vec::new();
+    for round in 1..=count {
+        progress(&format!("{section}: round {round} of {count}"));
+        let mut cases = Vec::new();
+        for &in_flight in loads {
+            for subject in subjects {
+                for &way in subject.ways().iter().filter(|way| ways.contains(way)) {
+                    cases.push(Case {
+                        server: subject.label.clone(),
+                        way,
+                        in_flight,
+                        outcome: subject.bench(way, in_flight).await,
+                    });
+                }
+            }
+        }
+        rounds.push(Round { cases });
+    }
+    rounds
+}
+
+/// One row per case at `in_flight`: its median round by reads/s.
+fn outcome_table(rounds: &[Round], in_flight: usize) {
+    println!("| server | transport | reads/s | p50 µs | p99 µs | CPU µs/read |");
+    println!("|---|---|--:|--:|--:|--:|");
+    for case in rounds[0]
+        .cases
+        .iter()
+        .filter(|case| case.in_flight == in_flight)
+    {
+        let key = (case.server.as_str(), case.way, in_flight);
+        let each: Vec<&Outcome> = rounds.iter().filter_map(|round| round.get(key)).collect();
+        let median = middle(each, |outcome| outcome.per_second());
+        println!(
+            "| {} | {} | {} |",
+            case.server,
+            case.way.name(),
+            median.cells()
+        );
+    }
+    println!();
+}
+
+fn ratio_header(what: &str) {
+    println!("| {what} | goal | median | each round |\n|---|---|--:|--:|");
+}
+
+/// One ratio, where every round has both sides: its goal, its median over
 /// the rounds, then each round's.
-fn ratio_row(name: &str, rounds: &[Round], ratio: impl Fn(&Round) -> Option<f64>) {
+fn ratio_row(name: &str, goal: &str, rounds: &[Round], ratio: impl Fn(&Round) -> Option<f64>) {
     let Some(each) = rounds.iter().map(ratio).collect::<Option<Vec<f64>>>() else {
         return;
     };
     let shown: Vec<String> = each.iter().map(|ratio| format!("{ratio:.2}")).collect();
     let median = middle(each, |ratio| *ratio);
-    println!("| {name} | {median:.2} | {} |", shown.join(", "));
+    println!("| {name} | {goal} | {median:.2} | {} |", shown.join(", "));
+}
+
+/// Why servers were left out, under the table they are missing from.
+fn left_out(reasons: &[String]) {
+    for reason in reasons {
+        println!("_{reason}._\n");
+    }
 }
 
 async fn reads(setup: &Setup) {
-    let count = read_rounds();
-    let mut rounds = Vec::new();
-    for round in 1..=count {
-        progress(&format!("reads: round {round} of {count}"));
-        rounds.push(Round::run(setup).await);
+    let mut subjects = vec![Subject::echo()];
+    let mut missing = Vec::new();
+    match Subject::reference(setup) {
+        Ok(reference) => subjects.push(reference),
+        Err(why) => missing.push(why),
     }
+    for resmux in &setup.resmuxes {
+        let folder = conformance_folder(resmux);
+        subjects.push(Subject::resmux(
+            resmux.label.into(),
+            resmux,
+            folder,
+            RESMUX_URI,
+        ));
+    }
+    let rounds = run_rounds("reads", &subjects, &Way::ALL, &LOADS).await;
+    let count = rounds.len();
     println!(
-        "## Reads: {IN_FLIGHT} in flight, {} s per case after {} ms warm-up, {count} rounds\n",
+        "## Reads: {} s per case after {} ms warm-up, {count} rounds\n",
         RUN_FOR.as_secs(),
         WARM_UP.as_millis()
     );
     println!(
         "resmux and echo read `{RESMUX_URI}` ({} bytes; resmux with the response cache off), \
-         the TypeScript reference `{REFERENCE_URI}`. Over HTTP: {IN_FLIGHT} keep-alive \
-         connections, one request in flight each. Every case runs once per round, in turn; \
-         a server's row shows its median round on each transport. CPU µs/read is the \
-         server's CPU time, all its threads, user and kernel, over every read it answered.\n",
+         the TypeScript reference `{REFERENCE_URI}` (it has no stateless era). Over HTTP: one \
+         keep-alive connection per read in flight. Every case runs once per round, in turn; \
+         a row shows the case's median round. CPU µs/read is the server's CPU time, all its \
+         threads, user and kernel, over every read it answered.\n",
         ECHO_TEXT.len()
     );
-    println!(
-        "| server | stdio reads/s | p50 µs | p99 µs | CPU µs/read | HTTP reads/s | p50 µs | p99 µs | CPU µs/read |"
-    );
-    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
-    let per_second = |outcome: &&Outcome| outcome.per_second();
-    for (server, row) in rounds[0].rows().enumerate() {
-        let each: Vec<&ReadRow> = rounds
-            .iter()
-            .map(|round| {
-                round
-                    .rows()
-                    .nth(server)
-                    .expect("every round has the same servers")
-            })
-            .collect();
-        let stdio = each.iter().map(|row| &row.stdio).collect();
-        let http = each.iter().map(|row| &row.http).collect();
-        println!(
-            "| {} | {} | {} |",
-            row.label,
-            middle(stdio, per_second).cells(),
-            middle(http, per_second).cells()
-        );
+    left_out(&missing);
+    for in_flight in LOADS {
+        println!("### {}\n", load_name(in_flight));
+        outcome_table(&rounds, in_flight);
     }
-    println!("\n| ratio of reads/s | median | each round |\n|---|--:|--:|");
-    let ratio = |a: &Outcome, b: &Outcome| a.per_second() / b.per_second();
-    ratio_row("resmux stdio / TypeScript stdio", &rounds, |round| {
-        let reference = round.reference.as_ref()?;
-        Some(ratio(&round.resmuxes[0].stdio, &reference.stdio))
+    let resmux = setup.resmux().label;
+    let per_second = Outcome::per_second;
+    ratio_header("reads/s");
+    ratio_row("resmux stdio ÷ TypeScript stdio", "—", &rounds, |round| {
+        round.ratio(per_second, stdio_case(resmux), stdio_case(REFERENCE))
     });
-    ratio_row("resmux stdio / echo stdio", &rounds, |round| {
-        Some(ratio(&round.resmuxes[0].stdio, &round.echo.stdio))
+    ratio_row("resmux stdio ÷ echo stdio", "—", &rounds, |round| {
+        round.ratio(per_second, stdio_case(resmux), stdio_case(ECHO))
     });
-    ratio_row("resmux HTTP / TypeScript HTTP", &rounds, |round| {
-        let reference = round.reference.as_ref()?;
-        Some(ratio(&round.resmuxes[0].http, &reference.http))
-    });
-    ratio_row("resmux stdio / baseline stdio", &rounds, |round| {
-        let baseline = round.resmuxes.get(1)?;
-        Some(ratio(&round.resmuxes[0].stdio, &baseline.stdio))
-    });
-    ratio_row("resmux HTTP / baseline HTTP", &rounds, |round| {
-        let baseline = round.resmuxes.get(1)?;
-        Some(ratio(&round.resmuxes[0].http, &baseline.http))
+    ratio_row(
+        "resmux HTTP session ÷ TypeScript HTTP session",
+        "—",
+        &rounds,
+        |round| {
+            let http = |server| (server, Way::HttpSession, IN_FLIGHT);
+            round.ratio(per_second, http(resmux), http(REFERENCE))
+        },
+    );
+    if let Some(baseline) = setup.resmuxes.get(1) {
+        for in_flight in LOADS {
+            for way in Way::ALL {
+                let name = format!(
+                    "resmux ÷ baseline, {}, {}",
+                    way.name(),
+                    load_name(in_flight)
+                );
+                ratio_row(&name, "—", &rounds, |round| {
+                    let case = |server| (server, way, in_flight);
+                    round.ratio(per_second, case(resmux), case(baseline.label))
+                });
+            }
+        }
+    }
+    println!();
+    ratio_header("CPU µs per read");
+    for in_flight in LOADS {
+        for era in Way::HTTP {
+            let load = load_name(in_flight);
+            let case = |server, way| (server, way, in_flight);
+            let name = format!("resmux ÷ echo, {}, {load}", era.name());
+            ratio_row(&name, "≤ 2", &rounds, |round| {
+                round.ratio(Outcome::cpu_micros, case(resmux, era), case(ECHO, era))
+            });
+            let name = format!("resmux {} ÷ resmux stdio, {load}", era.name());
+            ratio_row(&name, "≤ 2", &rounds, |round| {
+                round.ratio(
+                    Outcome::cpu_micros,
+                    case(resmux, era),
+                    case(resmux, Way::Stdio),
+                )
+            });
+        }
+    }
+    println!();
+}
+
+// ------------------------------------------------------------- languages
+
+/// An example plugin as the languages section serves it: alone in a folder
+/// with its manifest and sample data, read at a small static URI.
+struct Example {
+    name: &'static str,
+    language: &'static str,
+    uri: &'static str,
+    /// With a directory grant it does not use added to its manifest: its
+    /// calls then run as those of a plugin with files do.
+    granted: bool,
+}
+
+const NOTES: Example = Example {
+    name: "notes",
+    language: "Rust",
+    uri: "notes://notes/welcome",
+    granted: false,
+};
+const NOTES_GRANTED: Example = Example {
+    language: "Rust, with a directory grant",
+    granted: true,
+    ..NOTES
+};
+const CATALOG: Example = Example {
+    name: "catalog",
+    language: "JavaScript",
+    uri: "catalog://items/apples",
+    granted: false,
+};
+const DATASET: Example = Example {
+    name: "dataset",
+    language: "Python",
+    uri: "dataset://datasets/rivers",
+    granted: false,
+};
+const EXAMPLES: [Example; 7] = [
+    NOTES,
+    NOTES_GRANTED,
+    Example {
+        name: "units",
+        language: "Go",
+        uri: "units://units/fahrenheit",
+        granted: false,
+    },
+    Example {
+        name: "files",
+        language: "Rust, located reads",
+        uri: "files://README.md",
+        granted: false,
+    },
+    Example {
+        name: "kv",
+        language: "C, a single-file grant",
+        uri: "kv://keys/motd",
+        granted: false,
+    },
+    CATALOG,
+    DATASET,
+];
+
+impl Example {
+    /// Its row's label when `resmux` serves it.
+    fn label(&self, resmux: &Resmux) -> String {
+        let label = format!("{} ({})", self.name, self.language);
+        if resmux.current {
+            label
+        } else {
+            format!("{label}, {}", resmux.label)
+        }
+    }
+
+    /// A folder of the example alone, as `resmux` ships it; none if its
+    /// plugins lack it.
+    fn folder(&self, resmux: &Resmux) -> Option<TempDir> {
+        let name = self.name;
+        let component = resmux.plugin(&format!("{name}.wasm"));
+        if !component.exists() {
+            return None;
+        }
+        let folder = temp_dir();
+        copy(&component, &folder.path().join(format!("{name}.wasm")));
+        let sample = resmux.plugin(&format!("{name}-sample"));
+        if sample.is_dir() {
+            copy_tree(&sample, &folder.path().join(format!("{name}-sample")));
+        }
+        let manifest = resmux.plugin(&format!("{name}.toml"));
+        let mut manifest = std::fs::read_to_string(&manifest).unwrap_or_default();
+        if self.granted {
+            let granted = folder.path().join("granted");
+            std::fs::create_dir(&granted).unwrap();
+            manifest.push_str(&format!(
+                "\n[[files]]\nhost = {:?}\nguest = \"/data\"\naccess = \"read-only\"\n",
+                granted.to_str().unwrap()
+            ));
+        }
+        std::fs::write(folder.path().join(format!("{name}.toml")), manifest).unwrap();
+        Some(folder)
+    }
+}
+
+async fn languages(setup: &Setup) {
+    let mut subjects = Vec::new();
+    let mut missing = Vec::new();
+    for resmux in &setup.resmuxes {
+        resmux.fill_cache().await;
+        for example in &EXAMPLES {
+            match example.folder(resmux) {
+                Some(folder) => subjects.push(Subject::resmux(
+                    example.label(resmux),
+                    resmux,
+                    folder,
+                    example.uri,
+                )),
+                None => missing.push(format!(
+                    "{}: left out, no {}.wasm in {}",
+                    example.label(resmux),
+                    example.name,
+                    resmux.plugins.display()
+                )),
+            }
+        }
+    }
+    for other in [Subject::reference(setup), Subject::python_sdk(setup)] {
+        match other {
+            Ok(subject) => subjects.push(subject),
+            Err(why) => missing.push(why),
+        }
+    }
+    let rounds = run_rounds("languages", &subjects, &[Way::Stdio], &[IN_FLIGHT]).await;
+    println!(
+        "## Languages: every example alone, stdio, {IN_FLIGHT} in flight, {} rounds\n",
+        rounds.len()
+    );
+    println!(
+        "Each example is served alone with its manifest and sample data and read at one small \
+         static text resource; `notes` once more with a directory grant it does not use (so \
+         that each call runs as a plugin with files' does). Beside them, the TypeScript \
+         reference and a native Python SDK server (`mcp`, one static text resource). A row \
+         shows the case's median round.\n"
+    );
+    left_out(&missing);
+    outcome_table(&rounds, IN_FLIGHT);
+    let resmux = setup.resmux();
+    let (notes, notes_granted) = (NOTES.label(resmux), NOTES_GRANTED.label(resmux));
+    let (catalog, dataset) = (CATALOG.label(resmux), DATASET.label(resmux));
+    let per_second = Outcome::per_second;
+    ratio_header("reads/s");
+    ratio_row(
+        "JavaScript catalog ÷ TypeScript reference",
+        "≥ 1",
+        &rounds,
+        |round| round.ratio(per_second, stdio_case(&catalog), stdio_case(REFERENCE)),
+    );
+    ratio_row(
+        "notes with a grant ÷ notes",
+        "≥ 0.67 (1/1.5)",
+        &rounds,
+        |round| round.ratio(per_second, stdio_case(&notes_granted), stdio_case(&notes)),
+    );
+    ratio_row("Python dataset ÷ Python SDK", "≥ 2", &rounds, |round| {
+        round.ratio(per_second, stdio_case(&dataset), stdio_case(PYTHON_SDK))
     });
     println!();
 }
@@ -974,50 +1619,94 @@ fn list_sizes() -> Vec<usize> {
     };
     let max: usize = max.parse().expect("RESMUX_BENCH_LIST_MAX is a number");
     let sizes: Vec<usize> = LIST_SIZES.into_iter().filter(|&n| n <= max).collect();
-    if sizes.is_empty() { vec![max] } else { sizes }
+    if sizes.is_empty() {
+        // Every mount lists as many.
+        vec![max - max % LIST_MOUNTS]
+    } else {
+        sizes
+    }
+}
+
+/// How the files of each mount's tree lie.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// [`FILES_PER_DIRECTORY`] files to a subdirectory.
+    Nested,
+    /// Every file in the mount's directory itself.
+    Flat,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::Nested => "nested",
+            Shape::Flat => "flat",
+        }
+    }
 }
 
 /// `total` small files spread over `LIST_MOUNTS` directories `f0`.. below
-/// `data`, `FILES_PER_DIRECTORY` per subdirectory.
-fn make_trees(data: &Path, total: usize) {
+/// `data`, laid out in `shape`.
+fn make_trees(data: &Path, total: usize, shape: Shape) {
     let per_mount = total / LIST_MOUNTS;
     for mount in 0..LIST_MOUNTS {
+        let tree = data.join(format!("f{mount}"));
+        std::fs::create_dir_all(&tree).unwrap();
         for index in 0..per_mount {
-            let directory = data.join(format!("f{mount}/d{:04}", index / FILES_PER_DIRECTORY));
-            if index % FILES_PER_DIRECTORY == 0 {
-                std::fs::create_dir_all(&directory).unwrap();
-            }
-            let file = directory.join(format!("f{:03}.txt", index % FILES_PER_DIRECTORY));
+            let file = match shape {
+                Shape::Nested => {
+                    let directory = tree.join(format!("d{:04}", index / FILES_PER_DIRECTORY));
+                    if index % FILES_PER_DIRECTORY == 0 {
+                        std::fs::create_dir(&directory).unwrap();
+                    }
+                    directory.join(format!("f{:03}.txt", index % FILES_PER_DIRECTORY))
+                }
+                Shape::Flat => tree.join(format!("f{index:06}.txt")),
+            };
             std::fs::write(file, format!("file {index} of mount {mount}\n")).unwrap();
         }
     }
 }
 
-/// A folder mounting `files.wasm` as `f0`..`f9`, each on its tree in `data`.
+/// A folder mounting `files.wasm` as `f0`..`f9`, each on its tree in `data`,
+/// its listing following its files where `resmux` knows that key.
 fn listing_folder(resmux: &Resmux, data: &Path) -> TempDir {
     let folder = temp_dir();
     copy(&resmux.plugin("files.wasm"), &folder.path().join("f0.wasm"));
     for mount in 0..LIST_MOUNTS {
         let scheme = format!("f{mount}");
         let tree = data.join(&scheme);
-        write_files_manifest(folder.path(), &scheme, "f0.wasm", &tree, 1000);
+        write_files_manifest(
+            folder.path(),
+            &scheme,
+            "f0.wasm",
+            &tree,
+            1000,
+            resmux.current,
+        );
     }
     folder
 }
 
-/// Seconds of a fresh and of a warm walk of `total` resources.
+/// The walks of one listing: the first whole walk on a fresh server, and
+/// the faster of two more on the same.
 struct Walks {
+    shape: Shape,
     total: usize,
-    fresh: Duration,
-    warm: Duration,
+    first: Duration,
+    repeated: Duration,
 }
 
-async fn walk_listing(resmux: &Resmux, data: &Path, total: usize) -> Walks {
-    progress(&format!("listing: {}, {total} resources", resmux.label));
+async fn walk_listing(resmux: &Resmux, data: &Path, shape: Shape, total: usize) -> Walks {
+    progress(&format!(
+        "listing: {}, {} tree of {total} resources",
+        resmux.label,
+        shape.name()
+    ));
     let folder = listing_folder(resmux, data);
     let mut pipe = Pipe::start(resmux.serve(folder.path(), resmux.cache.path(), &[]));
     pipe.result("resources/list", json!({})).await;
-    let mut timed = [Duration::ZERO; 2];
+    let mut timed = [Duration::ZERO; 3];
     for time in &mut timed {
         let started = Instant::now();
         let count = pipe.walk().await;
@@ -1029,9 +1718,10 @@ async fn walk_listing(resmux: &Resmux, data: &Path, total: usize) -> Walks {
     }
     pipe.server.stop().await;
     Walks {
+        shape,
         total,
-        fresh: timed[0],
-        warm: timed[1],
+        first: timed[0],
+        repeated: timed[1].min(timed[2]),
     }
 }
 
@@ -1042,18 +1732,23 @@ fn per_resource(time: Duration, total: usize) -> f64 {
 async fn listing(setup: &Setup) {
     let sizes = list_sizes();
     let trees = temp_dir();
-    let mut results: Vec<(&str, Vec<Walks>)> = Vec::new();
     let mut datas = Vec::new();
-    for &total in &sizes {
-        progress(&format!("listing: creating {total} files"));
-        let data = trees.path().join(total.to_string());
-        make_trees(&data, total);
-        datas.push(data);
+    for shape in [Shape::Nested, Shape::Flat] {
+        for &total in &sizes {
+            progress(&format!(
+                "listing: creating {total} files, {}",
+                shape.name()
+            ));
+            let data = trees.path().join(format!("{}-{total}", shape.name()));
+            make_trees(&data, total, shape);
+            datas.push((shape, total, data));
+        }
     }
+    let mut results: Vec<(&str, Vec<Walks>)> = Vec::new();
     for resmux in &setup.resmuxes {
         let mut walks = Vec::new();
-        for (data, &total) in datas.iter().zip(&sizes) {
-            walks.push(walk_listing(resmux, data, total).await);
+        for (shape, total, data) in &datas {
+            walks.push(walk_listing(resmux, data, *shape, *total).await);
         }
         results.push((resmux.label, walks));
     }
@@ -1061,31 +1756,51 @@ async fn listing(setup: &Setup) {
         "## Listing walk: {LIST_MOUNTS} mounts of `files` (plugin pages of 1000), stdio, \
          every page of `resources/list`\n"
     );
-    println!("First walk on a fresh server (after one first page), then a second on the same.\n");
-    println!("| server | resources | first walk s | µs/resource | second walk s | µs/resource |");
-    println!("|---|--:|--:|--:|--:|--:|");
+    println!(
+        "Each mount on its own tree of N/{LIST_MOUNTS} files: nested, {FILES_PER_DIRECTORY} \
+         files to a directory, or flat, all in one. After one untimed first page, three \
+         walks on the same server: the first, and the faster of the other two (repeated). \
+         resmux's manifests say `listing_follows_files` (a baseline's do not).\n"
+    );
+    println!(
+        "| server | shape | resources | first walk s | µs/resource | repeated walk s \
+         | µs/resource | repeated ÷ first | goal |"
+    );
+    println!("|---|---|--:|--:|--:|--:|--:|--:|---|");
     for (label, walks) in &results {
         for walk in walks {
             println!(
-                "| {label} | {} | {:.2} | {:.1} | {:.2} | {:.1} |",
+                "| {label} | {} | {} | {:.2} | {:.1} | {:.2} | {:.1} | {:.2} | ≤ 0.5 |",
+                walk.shape.name(),
                 walk.total,
-                walk.fresh.as_secs_f64(),
-                per_resource(walk.fresh, walk.total),
-                walk.warm.as_secs_f64(),
-                per_resource(walk.warm, walk.total),
+                walk.first.as_secs_f64(),
+                per_resource(walk.first, walk.total),
+                walk.repeated.as_secs_f64(),
+                per_resource(walk.repeated, walk.total),
+                walk.repeated.as_secs_f64() / walk.first.as_secs_f64(),
             );
         }
     }
-    if sizes.len() > 1 {
-        let (small, large) = (sizes[0], sizes[sizes.len() - 1]);
-        println!("\n| server | µs/resource {large} / {small}, first | second |\n|---|--:|--:|");
+    if let &[small, .., large] = sizes.as_slice() {
+        println!(
+            "\n| server | shape | first walk µs/resource, {large} ÷ {small} | goal |\n\
+             |---|---|--:|---|"
+        );
         for (label, walks) in &results {
-            let (first, last) = (&walks[0], &walks[walks.len() - 1]);
-            println!(
-                "| {label} | {:.2} | {:.2} |",
-                per_resource(last.fresh, large) / per_resource(first.fresh, small),
-                per_resource(last.warm, large) / per_resource(first.warm, small),
-            );
+            for shape in [Shape::Nested, Shape::Flat] {
+                let first = |total: usize| {
+                    walks
+                        .iter()
+                        .find(|walk| walk.shape == shape && walk.total == total)
+                        .map(|walk| per_resource(walk.first, total))
+                        .expect("every shape walked at every size")
+                };
+                println!(
+                    "| {label} | {} | {:.2} | ≤ 1.2 |",
+                    shape.name(),
+                    first(large) / first(small)
+                );
+            }
         }
     }
     println!();
@@ -1098,7 +1813,7 @@ async fn listing(setup: &Setup) {
 fn memory_folder(resmux: &Resmux, files: bool, conformance: bool) -> (TempDir, Vec<String>) {
     let folder = temp_dir();
     let path = folder.path();
-    let mut uris = vec!["notes://notes/welcome".to_owned()];
+    let mut uris = vec![NOTES.uri.to_owned()];
     copy(&resmux.plugin("notes.wasm"), &path.join("notes.wasm"));
     copy(&resmux.plugin("notes.toml"), &path.join("notes.toml"));
     if files {
@@ -1165,46 +1880,220 @@ async fn memory(setup: &Setup) {
 
 // --------------------------------------------------------------- restart
 
-/// Spawn to the end of a first complete walk.
-async fn time_start(resmux: &Resmux, folder: &Path, cache: &Path) -> Duration {
+/// How long a start took: from spawn to the answer of `initialize`, and to
+/// the end of the first walk that listed every scheme of its folder.
+struct Start {
+    initialize: Duration,
+    listed: Duration,
+}
+
+async fn time_start(resmux: &Resmux, folder: &Path, cache: &Path) -> Start {
+    let schemes = resmux.expected_schemes(folder);
     let started = Instant::now();
     let mut pipe = Pipe::start(resmux.serve(folder, cache, &[]));
-    pipe.walk().await;
-    let elapsed = started.elapsed();
+    pipe.open_session().await;
+    let initialize = started.elapsed();
+    pipe.wait_listing(&schemes).await;
+    let listed = started.elapsed();
     pipe.server.stop().await;
-    elapsed
+    Start { initialize, listed }
+}
+
+/// Milliseconds of the median of `times`.
+fn median_ms(times: Vec<Duration>) -> f64 {
+    middle(times, Duration::as_secs_f64).as_secs_f64() * 1e3
 }
 
 async fn restart(setup: &Setup) {
     let mut rows = Vec::new();
     for resmux in &setup.resmuxes {
         progress(&format!("restart: {}", resmux.label));
+        resmux.fill_cache().await;
         let folder = temp_dir();
         copy_tree(&resmux.plugins, folder.path());
         add_file_mounts(folder.path(), "files.wasm", EXTRA_MOUNTS);
-        let cache = temp_dir();
-        time_start(resmux, folder.path(), cache.path()).await;
+        let cache = resmux.cache.path();
+        time_start(resmux, folder.path(), cache).await;
         let mut times = Vec::new();
         for _ in 0..RESTARTS {
-            times.push(time_start(resmux, folder.path(), cache.path()).await);
+            times.push(time_start(resmux, folder.path(), cache).await.listed);
         }
         rows.push((resmux.label, times));
     }
     println!(
-        "## Restart: spawn to the end of a first complete walk, every example + \
+        "## Restart: spawn to the end of a first complete listing, every example + \
          {EXTRA_MOUNTS} `files` mounts, warm compile cache\n"
     );
     println!("| server | median ms | runs ms |\n|---|--:|---|");
-    for (label, mut times) in rows {
+    for (label, times) in rows {
         let runs: Vec<String> = times
             .iter()
             .map(|time| format!("{:.0}", time.as_secs_f64() * 1e3))
             .collect();
-        times.sort();
         println!(
             "| {label} | {:.0} | {} |",
-            times[times.len() / 2].as_secs_f64() * 1e3,
+            median_ms(times),
             runs.join(", ")
+        );
+    }
+    println!();
+}
+
+// ------------------------------------------------------------------ idle
+
+/// What a served folder cost over [`IDLE_WINDOW`] with no client message.
+struct IdleCost {
+    window: Duration,
+    cpu: Duration,
+    switches: u64,
+}
+
+/// Serves `folder` over stdio until it lists every scheme, lets it settle
+/// for [`IDLE_SETTLE`], then measures [`IDLE_WINDOW`] without a message.
+async fn idle_cost(resmux: &Resmux, folder: &Path) -> IdleCost {
+    let mut pipe = Pipe::start(resmux.serve(folder, resmux.cache.path(), &[]));
+    pipe.wait_listing(&resmux.expected_schemes(folder)).await;
+    tokio::time::sleep(IDLE_SETTLE).await;
+    let (cpu, switches) = (pipe.server.cpu_time(), pipe.server.context_switches());
+    let started = Instant::now();
+    tokio::time::sleep(IDLE_WINDOW).await;
+    let cost = IdleCost {
+        window: started.elapsed(),
+        cpu: pipe.server.cpu_time() - cpu,
+        switches: pipe.server.context_switches().saturating_sub(switches),
+    };
+    pipe.server.stop().await;
+    cost
+}
+
+/// The components in `folder`, each with its size in bytes.
+fn components(folder: &Path) -> Vec<(PathBuf, u64)> {
+    std::fs::read_dir(folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "wasm")
+        })
+        .map(|path| {
+            let size = std::fs::metadata(&path).unwrap().len();
+            (path, size)
+        })
+        .collect()
+}
+
+/// Copies the largest component of `folder` (and its manifest) under the
+/// name `NAME2`; what it added.
+fn add_largest_again(folder: &Path) -> String {
+    let (largest, _) = components(folder)
+        .into_iter()
+        .max_by_key(|&(_, size)| size)
+        .expect("a component in the folder");
+    let name = largest.file_stem().unwrap().to_str().unwrap().to_owned();
+    copy(&largest, &folder.join(format!("{name}2.wasm")));
+    let manifest = largest.with_extension("toml");
+    if manifest.exists() {
+        copy(&manifest, &folder.join(format!("{name}2.toml")));
+    }
+    format!("the examples + {name}.wasm again as {name}2")
+}
+
+async fn idle(setup: &Setup) {
+    let mut rows = Vec::new();
+    for resmux in &setup.resmuxes {
+        resmux.fill_cache().await;
+        for again in [false, true] {
+            let folder = temp_dir();
+            copy_tree(&resmux.plugins, folder.path());
+            let what = if again {
+                add_largest_again(folder.path())
+            } else {
+                "the examples".to_owned()
+            };
+            progress(&format!("idle: {}, {what}", resmux.label));
+            let cost = idle_cost(resmux, folder.path()).await;
+            let bytes: u64 = components(folder.path())
+                .iter()
+                .map(|&(_, size)| size)
+                .sum();
+            let megabytes = bytes as f64 / (1024.0 * 1024.0);
+            rows.push((resmux.label, what, megabytes, cost));
+        }
+    }
+    println!(
+        "## Idle CPU: served over stdio, loaded and listed, {} s quiet, \
+         then {} s without a message\n",
+        IDLE_SETTLE.as_secs(),
+        IDLE_WINDOW.as_secs()
+    );
+    println!(
+        "CPU time of all threads, user and kernel (10 ms ticks), as a share of one core; \
+         context switches summed over the threads alive at each end.\n"
+    );
+    println!(
+        "| server | folder | components MiB | CPU ms | % of one core | goal | context switches |"
+    );
+    println!("|---|---|--:|--:|--:|---|--:|");
+    for (label, what, megabytes, cost) in rows {
+        println!(
+            "| {label} | {what} | {megabytes:.1} | {:.0} | {:.2} | < 0.5 | {} |",
+            cost.cpu.as_secs_f64() * 1e3,
+            cost.cpu.as_secs_f64() * 100.0 / cost.window.as_secs_f64(),
+            cost.switches
+        );
+    }
+    println!();
+}
+
+// ------------------------------------------------------------------ cold
+
+async fn cold(setup: &Setup) {
+    let mut rows = Vec::new();
+    let mut compile = None;
+    for resmux in &setup.resmuxes {
+        let cache = temp_dir();
+        progress(&format!("cold: {}, empty compile cache", resmux.label));
+        let from_empty = time_start(resmux, &resmux.plugins, cache.path()).await;
+        progress(&format!("cold: {}, warm compile cache", resmux.label));
+        let mut warm = Vec::new();
+        for _ in 0..RESTARTS {
+            warm.push(time_start(resmux, &resmux.plugins, cache.path()).await);
+        }
+        rows.push((resmux.label, from_empty, warm));
+        if resmux.current {
+            progress(&format!("cold: {}, resmux compile", resmux.label));
+            let empty = temp_dir();
+            compile = Some(resmux.compile(&resmux.plugins, empty.path()).await);
+        }
+    }
+    println!(
+        "## Cold start: `resmux serve --plugins target/plugins` over stdio, spawn to the \
+         answer of `initialize` and to the first listing that names every scheme\n"
+    );
+    println!(
+        "| server | compile cache | to initialize ms | goal | to a complete listing ms |\n\
+         |---|---|--:|---|--:|"
+    );
+    for (label, from_empty, warm) in rows {
+        println!(
+            "| {label} | empty | {:.0} | < 1000 | {:.0} |",
+            from_empty.initialize.as_secs_f64() * 1e3,
+            from_empty.listed.as_secs_f64() * 1e3
+        );
+        let (initialize, listed): (Vec<Duration>, Vec<Duration>) = warm
+            .iter()
+            .map(|start| (start.initialize, start.listed))
+            .unzip();
+        println!(
+            "| {label} | warm (median of {RESTARTS}) | {:.0} | — | {:.0} |",
+            median_ms(initialize),
+            median_ms(listed)
+        );
+    }
+    if let Some(compile) = compile {
+        println!(
+            "\n`resmux compile target/plugins` into an empty cache: {:.1} s",
+            compile.as_secs_f64()
         );
     }
     println!();
@@ -1216,8 +2105,9 @@ fn progress(what: &str) {
 
 // ------------------------------------------------------------------ echo
 
-/// The native echo server: answers `initialize` and any `resources/read`
-/// with one small text, over stdio or over HTTP.
+/// The native echo server: answers `initialize` (over HTTP with a session
+/// id, for clients of the session era) and any `resources/read` with one
+/// small text, over stdio or over HTTP.
 mod echo {
     use super::*;
 
@@ -1284,9 +2174,14 @@ mod echo {
     ) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
         let body = request.into_body().collect().await?.to_bytes();
         let response = match answer(&body) {
-            Some(answer) => hyper::Response::builder()
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(answer.to_string()))),
+            Some(answer) => {
+                let mut response =
+                    hyper::Response::builder().header("content-type", "application/json");
+                if answer["result"]["serverInfo"].is_object() {
+                    response = response.header("mcp-session-id", "echo");
+                }
+                response.body(Full::new(Bytes::from(answer.to_string())))
+            }
             None => hyper::Response::builder()
                 .status(202)
                 .body(Full::new(Bytes::new())),

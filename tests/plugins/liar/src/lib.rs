@@ -7,7 +7,8 @@
 //! when configured so), hands out endless cursors, sleeps, hoards memory and
 //! open files, returns
 //! endless error text, recurses without end, panics, and poisons its own
-//! instance before it traps. It locates resources in files it was not
+//! instance before it traps (and, for benches, answers `bytes/N` honestly
+//! with N bytes of text it makes). It locates resources in files it was not
 //! granted, behind symlinks, in FIFOs and in files too large for it. The
 //! host must pass on only what is valid, keep what it prints out of the
 //! protocol stream, let it reach only what it was granted, and never call an
@@ -194,6 +195,18 @@ impl Guest for Liar {
         if let Some(outcome) = probe(&path) {
             let mut answer = content(&path, "text/plain");
             answer.body = Body::Text(outcome);
+            return Ok(ReadResult {
+                contents: vec![answer],
+                cache: None,
+            });
+        }
+        if let Some(count) = path
+            .strip_prefix("bytes/")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            // Honest, for benches: `count` bytes of text made in the plugin.
+            let mut answer = content(&path, "text/plain");
+            answer.body = Body::Text("a".repeat(count));
             return Ok(ReadResult {
                 contents: vec![answer],
                 cache: None,
