@@ -86,14 +86,10 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
         .iter()
         .map(|origin| origin.to_string())
         .chain(options.allowed_origins);
-    // A stateless request's answer goes out as one JSON body rather than
-    // an event stream when it is the handler's only message (rmcp falls back
-    // to a stream when the handler sends anything before it).
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
-        .enforce_origin_validation()
-        .with_json_response(true);
+        .enforce_origin_validation();
     config.cancellation_token = shutdown.child_token();
     let sessions = Arc::new(LocalSessionManager::default());
     let service =
