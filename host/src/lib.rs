@@ -21,6 +21,7 @@ pub mod access;
 pub mod catalog;
 pub mod contract;
 pub mod namespace;
+pub mod owner_file;
 pub mod policy;
 pub mod protocol;
 pub mod runtime;

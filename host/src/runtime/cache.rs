@@ -27,7 +27,6 @@ use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptionsExt as _};
 use memmap2::{Mmap, MmapOptions};
-use rustix::fs::{Mode, OFlags};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -306,9 +305,7 @@ fn create_key(path: &Path) -> Result<()> {
 /// file someone planted at the name, never through a symlink (not even one
 /// to nowhere, whose target it would create).
 fn create_aside(path: &Path) -> std::io::Result<File> {
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let created = rustix::fs::open(path, flags, Mode::RUSR | Mode::WUSR)?;
-    Ok(File::from(created))
+    crate::owner_file::create(rustix::fs::CWD, path)
 }
 
 /// The name of the entry of the component whose SHA-256 is `digest`,

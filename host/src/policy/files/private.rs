@@ -22,6 +22,8 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
+use crate::owner_file;
+
 /// What the folders' names start with.
 const PREFIX: &str = "resmux-grant-";
 /// The lock file, under the name it gets once locked.
@@ -88,13 +90,7 @@ impl PrivateFolder {
 
 /// Creates the lock file, locks it, and only then gives it its name.
 fn lock(folder: &Dir) -> io::Result<File> {
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let lock = File::from(rustix::fs::openat(
-        folder,
-        LOCKING,
-        flags,
-        Mode::RUSR | Mode::WUSR,
-    )?);
+    let lock = owner_file::create(folder, LOCKING)?;
     rustix::fs::flock(&lock, FlockOperation::NonBlockingLockExclusive)?;
     folder.rename(LOCKING, folder, LOCK)?;
     Ok(lock)

@@ -40,6 +40,7 @@ use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, SeekFrom};
 
 use super::Access;
 use super::private::PrivateFolder;
+use crate::owner_file;
 use crate::policy::Renewal;
 
 /// The name a renewed link or copy is made under, in the private folder,
@@ -339,13 +340,7 @@ fn link(opened: &File, dir: &Dir, name: &str) -> io::Result<()> {
 /// writing only the ranges that hold data (holes stay holes), a chunk at a
 /// time, and gives up once `deadline` has passed.
 fn copy(source: &File, size: u64, dir: &Dir, name: &str, deadline: Instant) -> io::Result<Copied> {
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let target = File::from(rustix::fs::openat(
-        dir,
-        name,
-        flags,
-        Mode::RUSR | Mode::WUSR,
-    )?);
+    let target = owner_file::create(dir, name)?;
     let mut buffer = vec![0; COPY_CHUNK];
     let mut offset = 0;
     while offset < size {
