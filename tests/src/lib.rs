@@ -121,6 +121,29 @@ pub fn notes_and_fixtures() -> Folder {
 /// What a read of `liar://spin` fails with in [`liar_and_notes`].
 pub const SPIN_LIMIT: &str = "plugin liar exceeded its time limit of 300 ms in read";
 
+/// A folder with `notes` and the hostile `liar` test plugin, granted `data`
+/// at `/data` (`more` of its manifest follows the grant).
+pub fn liar_granted_data(more: &str) -> Folder {
+    let folder = Folder::new();
+    folder
+        .plugin("liar", "liar")
+        .plugin("notes", "notes")
+        .manifest(
+            "liar",
+            &format!("[[files]]\nhost = \"data\"\nguest = \"/data\"\n{more}"),
+        );
+    folder
+}
+
+/// Asserts that the `notes` example still answers.
+pub async fn notes_still_answer(server: &mut RawServer) {
+    assert_eq!(
+        server.read_text("notes://notes/welcome").await,
+        "# Welcome\n\nThese notes are served by a WebAssembly plugin through resmux.\n",
+        "another plugin keeps serving"
+    );
+}
+
 /// A folder with the hostile `liar` test plugin, held to 300 ms a call,
 /// beside the `notes` example.
 pub fn liar_and_notes() -> Folder {

@@ -7,7 +7,9 @@
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
-use resmux_tests::{Folder, RawServer, error_message, mkfifo};
+use resmux_tests::{
+    Folder, RawServer, error_message, liar_granted_data, mkfifo, notes_still_answer,
+};
 use serde_json::json;
 
 /// Opens without waiting (Linux, x86_64 and aarch64).
@@ -31,15 +33,8 @@ fn threads(pid: u32) -> usize {
 
 /// The liar with `data` granted at `/data` and the limits in `limits`.
 fn liar_with(limits: &str) -> Folder {
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .plugin("notes", "notes")
-        .manifest(
-            "liar",
-            &format!("[[files]]\nhost = \"data\"\nguest = \"/data\"\n[limits]\n{limits}\n"),
-        )
-        .file("data/x.txt", b"x");
+    let folder = liar_granted_data(&format!("[limits]\n{limits}\n"));
+    folder.file("data/x.txt", b"x");
     folder
 }
 
@@ -117,21 +112,19 @@ async fn a_client_that_never_reads_its_tool_answers_is_held_back() {
 #[tokio::test]
 async fn reads_that_reuse_a_request_id_are_each_answered() {
     let folder = Folder::new();
-    folder.plugin("notes", "notes");
+    folder.plugin("liar", "liar");
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    // Reads that wait, so that both are in flight at once under one id.
     let read = json!({
         "jsonrpc": "2.0", "id": 7, "method": "resources/read",
-        "params": { "uri": "notes://notes/welcome" }
+        "params": { "uri": "liar://sleep/300" }
     });
     server.send_line(&read.to_string()).await.unwrap();
     server.send_line(&read.to_string()).await.unwrap();
     for _ in 0..2 {
         let answer = server.next_message().await.unwrap();
         assert_eq!(answer["id"], 7, "{answer}");
-        assert!(
-            answer["result"]["contents"][0]["text"].is_string(),
-            "{answer}"
-        );
+        assert!(answer["result"]["contents"].is_array(), "{answer}");
     }
     server.stop().await.unwrap();
 }
@@ -249,12 +242,7 @@ async fn threads_stuck_in_a_plugins_files_stay_within_its_call_slots() {
         stuck <= 4,
         "{stuck} more threads than before, over concurrent_calls (4)"
     );
-    assert!(
-        server
-            .read_text("notes://notes/welcome")
-            .await
-            .starts_with("# Welcome")
-    );
+    notes_still_answer(&mut server).await;
     // Frees the stuck threads: a writer that does not wait for a reader.
     let _ = std::fs::OpenOptions::new()
         .write(true)

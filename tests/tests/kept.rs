@@ -8,18 +8,12 @@
 
 use std::path::Path;
 
-use resmux_tests::{Folder, HttpStub, RawServer, Reply};
+use resmux_tests::{Folder, HttpStub, RawServer, Reply, liar_granted_data, notes_still_answer};
 
 /// The liar with `data` granted read-write at `/data`, beside `notes`.
 fn liar_with_data() -> Folder {
-    let folder = Folder::new();
+    let folder = liar_granted_data("access = \"read-write\"\n");
     folder
-        .plugin("liar", "liar")
-        .plugin("notes", "notes")
-        .manifest(
-            "liar",
-            "[[files]]\nhost = \"data\"\nguest = \"/data\"\naccess = \"read-write\"\n",
-        )
         .file("data/sub/inside.txt", b"inside")
         .file("data/log.txt", b"");
     folder
@@ -32,16 +26,6 @@ fn move_out(folder: &Path, name: &str) -> std::path::PathBuf {
     let moved = outside.join(name);
     std::fs::rename(folder.join("data").join(name), &moved).unwrap();
     moved
-}
-
-async fn notes_still_answers(server: &mut RawServer) {
-    assert!(
-        server
-            .read_text("notes://notes/welcome")
-            .await
-            .starts_with("# Welcome"),
-        "another plugin keeps serving"
-    );
 }
 
 #[tokio::test]
@@ -77,7 +61,7 @@ async fn a_directory_moved_out_of_the_grant_is_not_reached_through_a_kept_handle
         std::fs::read(moved.join("secret.txt")).unwrap(),
         b"the operator's secret"
     );
-    notes_still_answers(&mut server).await;
+    notes_still_answer(&mut server).await;
     server.stop().await.unwrap();
 }
 
@@ -96,7 +80,7 @@ async fn a_file_moved_out_of_the_grant_is_not_read_through_a_kept_stream() {
         server.read_text("liar://through-stash/read").await,
         "nothing stashed"
     );
-    notes_still_answers(&mut server).await;
+    notes_still_answer(&mut server).await;
     server.stop().await.unwrap();
 }
 

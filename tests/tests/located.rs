@@ -9,33 +9,20 @@
 //! `read` answers, under its own sandbox. Each test checks what came back,
 //! the error that names the limit, and that another plugin keeps answering.
 
-use resmux_tests::{Folder, RawServer, error_message, mkfifo};
+use resmux_tests::{
+    Folder, RawServer, error_message, liar_granted_data, mkfifo, notes_still_answer,
+};
 
 /// A file inside the grant every test gives the liar, located by the URI.
 const INSIDE_URI: &str = "liar://located/data/inside.txt";
 const INSIDE_TEXT: &str = "granted words";
 
-/// A folder with `notes` and the liar, granted `data` at `/data` (`more` of
-/// its manifest follows the grant), which holds `data/inside.txt`.
-fn liar_granted_data(more: &str) -> Folder {
-    let folder = Folder::new();
+/// The liar granted `data` (`more` of its manifest follows the grant),
+/// which holds `data/inside.txt`.
+fn liar_granted_inside(more: &str) -> Folder {
+    let folder = liar_granted_data(more);
+    folder.file("data/inside.txt", INSIDE_TEXT.as_bytes());
     folder
-        .plugin("liar", "liar")
-        .plugin("notes", "notes")
-        .manifest(
-            "liar",
-            &format!("[[files]]\nhost = \"data\"\nguest = \"/data\"\n{more}"),
-        )
-        .file("data/inside.txt", INSIDE_TEXT.as_bytes());
-    folder
-}
-
-/// Another plugin keeps answering.
-async fn notes_still_answer(server: &mut RawServer) {
-    assert_eq!(
-        server.read_text("notes://notes/welcome").await,
-        "# Welcome\n\nThese notes are served by a WebAssembly plugin through resmux.\n"
-    );
 }
 
 /// What the liar's `read` answers for `liar://located/FILE`: proof that the
@@ -46,7 +33,7 @@ fn read_by_the_plugin(file: &str) -> String {
 
 #[tokio::test]
 async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
-    let folder = liar_granted_data(
+    let folder = liar_granted_inside(
         "[[files]]\nhost = \"trusted\"\nguest = \"/data/deeper\"\n\
          [[files]]\nhost = \"app.toml\"\nguest = \"/etc/app.toml\"\n\
          [limits]\nmemory_mib = 8\ncpu_ms = 300\n",
@@ -124,7 +111,7 @@ async fn the_host_reads_only_regular_files_inside_the_grant_a_plugin_locates() {
 
 #[tokio::test]
 async fn locate_has_no_files_so_a_fifo_cannot_stall_it_nor_switch_it_off() {
-    let folder = liar_granted_data("[limits]\ntimeout_ms = 1000\n");
+    let folder = liar_granted_inside("[limits]\ntimeout_ms = 1000\n");
     mkfifo(&folder.path().join("data/pipe"));
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     assert_eq!(server.read_text(INSIDE_URI).await, INSIDE_TEXT);
@@ -144,7 +131,7 @@ async fn locate_has_no_files_so_a_fifo_cannot_stall_it_nor_switch_it_off() {
 
 #[tokio::test]
 async fn a_path_whose_read_keeps_faulting_is_quarantined_behind_locate() {
-    let folder = liar_granted_data("");
+    let folder = liar_granted_inside("");
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     // `locate` answers none for `panic`, and `read` traps: each time, the
     // answer of `locate` must not count as the path's recovery.
