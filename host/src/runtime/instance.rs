@@ -116,6 +116,12 @@ impl Instance {
         self.metered.store.set_epoch_deadline(1);
     }
 
+    /// Drops it, store and all, and hands back its share of the descriptor
+    /// budget, for a fresh instance in its place.
+    pub fn into_handles(self) -> OwnedSemaphorePermit {
+        self.handles
+    }
+
     /// Its store and its exports, for one call.
     pub fn parts(&mut self) -> (&mut wasmtime::Store<crate::policy::Sandbox>, &Exports) {
         (&mut self.metered.store, &self.exports)

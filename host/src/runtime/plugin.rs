@@ -31,7 +31,7 @@ use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, ResourceTableError};
-use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
+use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline, WasmBacktrace};
 
 use super::Runtime;
 use super::bindings::{PluginIndices, PluginInfo};
@@ -114,6 +114,42 @@ enum Failed {
     /// Refused at once: the plugin, or the path, is quarantined.
     Quarantined(String),
     Faulted(FaultKind, String),
+}
+
+/// How a call on one instance failed.
+enum Unran {
+    /// It trapped in the plugin's allocator, called by the host to copy
+    /// the call's arguments in, before any of the plugin's own code ran:
+    /// the call may run again on a fresh instance. The message describes
+    /// the trap.
+    Allocating(String),
+    Failed(Failed),
+}
+
+impl Unran {
+    fn into_failed(self) -> Failed {
+        match self {
+            Self::Allocating(message) => Failed::Faulted(FaultKind::Trap, message),
+            Self::Failed(failed) => failed,
+        }
+    }
+}
+
+/// Whether `error` is a trap in the plugin's allocator (`cabi_realloc`)
+/// called by the host itself, that is while the host copied a call's
+/// arguments in, before any of the plugin's own code ran: the allocator
+/// called the host, which the component model forbids there. Go's runtime
+/// does so when a garbage collection starts or ends in that allocation (it
+/// reads the wall clock and polls its timers; the preview1 adapter pauses
+/// only the monotonic clock, wasmtime issue 14318).
+fn trapped_in_allocator(error: &wasmtime::Error) -> bool {
+    matches!(
+        error.downcast_ref::<Trap>(),
+        Some(Trap::CannotLeaveComponent)
+    ) && error
+        .downcast_ref::<WasmBacktrace>()
+        .and_then(|trace| trace.frames().last())
+        .is_some_and(|outermost| outermost.func_name() == Some("cabi_realloc"))
 }
 
 impl From<ProviderError> for Failed {
@@ -253,7 +289,7 @@ impl WasmPlugin {
                     let locate = exports.locate().ok_or_else(|| {
                         wasmtime::Error::msg("an instance of the locate lane lacks locate")
                     })?;
-                    let (located,) = locate.call_async(store, (owned,)).await?;
+                    let (located,) = locate.call_async(store, (owned.clone(),)).await?;
                     Ok(located)
                 },
             )
@@ -290,7 +326,7 @@ impl WasmPlugin {
     ) -> Result<T, ProviderError>
     where
         T: Send + 'static,
-        F: AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
+        F: AsyncFn(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
     {
         let shared = &self.shared;
         let span = tracing::debug_span!(
@@ -361,7 +397,7 @@ impl Shared {
     ) -> Result<T, Failed>
     where
         T: Send + 'static,
-        F: AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
+        F: AsyncFn(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
     {
         let records = std::iter::once(None).chain(path.map(Some));
         let quarantined = records.into_iter().find_map(|record| {
@@ -597,7 +633,7 @@ impl Shared {
         handles: OwnedSemaphorePermit,
         operation: &'static str,
         on: On,
-        call: impl AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
+        call: impl AsyncFn(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
     ) -> Result<T, Failed> {
         let _running = self.epoch.running();
         let mut instance = match reused {
@@ -607,7 +643,19 @@ impl Shared {
             }
             None => self.instantiate(lane, operation, handles).await?,
         };
-        let outcome = self.call_on(&mut instance, operation, on, call).await;
+        let mut outcome = self.call_on(&mut instance, operation, on, &call).await;
+        if let Err(Unran::Allocating(fault)) = &outcome {
+            tracing::debug!(
+                plugin = %self.name,
+                operation,
+                "{fault}: none of its code ran, so the call runs once more, on a fresh instance"
+            );
+            instance = self
+                .instantiate(lane, operation, instance.into_handles())
+                .await?;
+            outcome = self.call_on(&mut instance, operation, on, &call).await;
+        }
+        let outcome = outcome.map_err(Unran::into_failed);
         if answered(&outcome) {
             self.idle(lane).keep(instance, &self.handles);
         }
@@ -665,8 +713,8 @@ impl Shared {
         instance: &mut Instance,
         operation: &'static str,
         on: On,
-        call: impl AsyncFnOnce(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
-    ) -> Result<T, Failed> {
+        call: &impl AsyncFn(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
+    ) -> Result<T, Unran> {
         if on != On::Bare && !instance.initialised {
             let (store, exports) = instance.parts();
             match exports
@@ -674,12 +722,14 @@ impl Shared {
                 .call_init(&mut *store, &self.config)
                 .await
             {
-                Err(error) => return Err(self.fault("init", store, error)),
+                Err(error) => return Err(self.unran("init", store, error)),
                 Ok(Err(error)) => {
-                    return Err(Failed::Answered(ProviderError::Unavailable(format!(
-                        "plugin {} failed to start: {}",
-                        self.name,
-                        ProviderError::from(error)
+                    return Err(Unran::Failed(Failed::Answered(ProviderError::Unavailable(
+                        format!(
+                            "plugin {} failed to start: {}",
+                            self.name,
+                            ProviderError::from(error)
+                        ),
                     ))));
                 }
                 Ok(Ok(())) => instance.initialised = true,
@@ -687,8 +737,18 @@ impl Shared {
         }
         let (store, exports) = instance.parts();
         match call(&mut *store, exports).await {
-            Ok(answer) => answer.map_err(|error| Failed::Answered(error.into())),
-            Err(error) => Err(self.fault(operation, store, error)),
+            Ok(answer) => answer.map_err(|error| Unran::Failed(Failed::Answered(error.into()))),
+            Err(error) => Err(self.unran(operation, store, error)),
+        }
+    }
+
+    /// A failed call: [`Unran::Allocating`] if it trapped in the plugin's
+    /// allocator before any of its own code ran, otherwise its fault.
+    fn unran(&self, operation: &str, store: &Store<Sandbox>, error: wasmtime::Error) -> Unran {
+        let allocating = trapped_in_allocator(&error);
+        match self.fault(operation, store, error) {
+            Failed::Faulted(_, message) if allocating => Unran::Allocating(message),
+            fault => Unran::Failed(fault),
         }
     }
 
@@ -728,7 +788,9 @@ impl Shared {
                     self.name, limits.max_handles
                 ),
             ),
-            None => match error.downcast_ref::<Trap>() {
+            None => match error.downcast_ref::<Trap>().inspect(|_| {
+                tracing::debug!(plugin = %self.name, operation, "its trap: {error:?}");
+            }) {
                 Some(Trap::StackOverflow) => (
                     FaultKind::Stack,
                     format!(
