@@ -1,5 +1,7 @@
 //! Streamable HTTP at `/mcp`, both eras on one endpoint (rmcp): legacy
-//! sessions with `Mcp-Session-Id`, and stateless 2026-07-28 requests. The
+//! sessions with `Mcp-Session-Id`, and stateless 2026-07-28 requests; a
+//! read rmcp would accept as it stands is answered beside it
+//! ([`super::http_reads`]). The
 //! `Host` header must name an allowed host (loopback unless the operator names
 //! others), and a request with an `Origin` header must come from an allowed
 //! origin, or it gets 403: a web page cannot reach a local resmux through DNS
@@ -34,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::challenge;
 use super::connections::{ConnectionLimits, Connections};
+use super::http_reads::{HttpReads, answer_reads};
 use super::pacing;
 use super::sessions::{MAX_SESSIONS_PER_CLIENT, SessionOwners};
 use crate::access::{Admission, Client};
@@ -78,23 +81,27 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
         );
     }
     let shutdown = CancellationToken::new();
-    let hosts = LOOPBACK_HOSTS
+    let hosts: Vec<String> = LOOPBACK_HOSTS
         .iter()
         .map(|host| host.to_string())
-        .chain(options.allowed_hosts);
+        .chain(options.allowed_hosts)
+        .collect();
     let origins = LOOPBACK_ORIGINS
         .iter()
         .map(|origin| origin.to_string())
         .chain(options.allowed_origins);
     let mut config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
+        .with_allowed_hosts(hosts.clone())
         .with_allowed_origins(origins)
         .enforce_origin_validation();
     config.cancellation_token = shutdown.child_token();
     let sessions = Arc::new(LocalSessionManager::default());
+    let reads = HttpReads::new(server.clone(), sessions.clone(), hosts);
     let service =
         StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
-    let mut router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(reads, answer_reads));
     if let Some(access) = options.access {
         let metadata = access.oauth.as_ref().map(challenge::metadata_routes);
         let gate = Arc::new(Gate {

@@ -8,6 +8,7 @@ mod challenge;
 mod connections;
 mod direct;
 mod http;
+mod http_reads;
 mod observe;
 mod pacing;
 mod sessions;

@@ -483,7 +483,7 @@ fn present<'de, D: Deserializer<'de>>(field: D) -> Result<bool, D::Error> {
 /// The requests a client sends over and over, decoded as rmcp's decoder
 /// would decode them, in one pass and without its tries. `None` leaves the
 /// line to rmcp.
-fn decode_repeated_request(line: &[u8]) -> Option<JsonRpcRequest<ClientRequest>> {
+pub(super) fn decode_repeated_request(line: &[u8]) -> Option<JsonRpcRequest<ClientRequest>> {
     let envelope: Envelope = serde_json::from_slice(line).ok()?;
     if envelope.result || envelope.error {
         return None;

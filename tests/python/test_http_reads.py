@@ -1,0 +1,163 @@
+"""Reads over HTTP that resmux answers beside rmcp's HTTP service
+(host/src/transport/http_reads.rs), sent raw as a client would send them: in
+both eras a read comes back as one JSON body holding exactly what rmcp's own
+answer holds, and every check rmcp makes still holds for a read: a foreign
+`Host` or `Origin` is refused (403), headers that contradict the body (400,
+-32020), `_meta` that misses a required key or names another revision (400),
+an unknown or closed session (404)."""
+
+import json
+import urllib.request
+
+import pytest
+
+from conftest import INITIALIZE, post
+
+FOUND = "notes://notes/welcome"
+MISSING = "notes://notes/missing"
+MODERN = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+# With a weight, rmcp reads the Accept header and resmux leaves the request
+# to it: the same read, answered the old way.
+THROUGH_RMCP = {"Accept": "application/json;q=1, text/event-stream"}
+
+
+@pytest.fixture
+def server(serve):
+    # Without the response cache, so that two answers to one read are equal
+    # (a cached answer's ttlMs counts down).
+    return serve(args=("--response-cache-mib", "0"))
+
+
+def read_body(uri, request_id=7, meta=META):
+    params = {"uri": uri}
+    if meta is not None:
+        params["_meta"] = meta
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "resources/read", "params": params}).encode()
+
+
+def stateless_headers(uri):
+    return {"Mcp-Method": "resources/read", "Mcp-Name": uri, "MCP-Protocol-Version": MODERN}
+
+
+def message(response_headers, body):
+    """The JSON-RPC answer of a response: its JSON body, or the one message
+    of its event stream that answers a request."""
+    if response_headers["Content-Type"].startswith("application/json"):
+        return json.loads(body)
+    assert response_headers["Content-Type"].startswith("text/event-stream"), response_headers
+    answers = [
+        json.loads(line[len("data:") :])
+        for line in body.splitlines()
+        if line.startswith("data:") and line[len("data:") :].strip()
+    ]
+    assert len(answers) == 1, body
+    return answers[0]
+
+
+def open_session(server):
+    status, headers, _ = post(server.url, INITIALIZE, {})
+    assert status == 200
+    session = headers["Mcp-Session-Id"]
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+    status, _, _ = post(
+        server.url, initialized, {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+    )
+    assert status == 202
+    return {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+
+
+@pytest.mark.parametrize("uri", [FOUND, MISSING])
+def test_a_stateless_read_is_one_json_body_with_rmcps_answer(server, uri):
+    headers = stateless_headers(uri)
+    fast_status, fast_headers, fast_body = post(server.url, read_body(uri), headers)
+    slow_status, slow_headers, slow_body = post(server.url, read_body(uri), {**headers, **THROUGH_RMCP})
+    assert fast_headers["Content-Type"] == "application/json"
+    assert slow_headers["Content-Type"].startswith("text/event-stream")
+    assert fast_status == slow_status == 200
+    answer = message(fast_headers, fast_body)
+    assert answer == message(slow_headers, slow_body)
+    if uri == FOUND:
+        assert answer["result"]["contents"][0]["text"].startswith("# Welcome")
+        assert answer["result"]["resultType"] == "complete"
+    else:
+        assert answer["error"]["code"] == -32602
+        assert answer["error"]["data"] == {"uri": MISSING}
+
+
+@pytest.mark.parametrize("uri", [FOUND, MISSING])
+def test_a_session_read_is_one_json_body_with_rmcps_answer(server, uri):
+    session = open_session(server)
+    fast_status, fast_headers, fast_body = post(server.url, read_body(uri, meta=None), session)
+    slow_status, slow_headers, slow_body = post(server.url, read_body(uri, meta=None), {**session, **THROUGH_RMCP})
+    assert slow_headers["Content-Type"].startswith("text/event-stream")
+    assert fast_headers["Content-Type"] == "application/json"
+    assert fast_status == slow_status == 200
+    answer = message(fast_headers, fast_body)
+    assert answer == message(slow_headers, slow_body)
+    if uri == FOUND:
+        assert "resultType" not in answer["result"]
+    else:
+        assert answer["error"]["code"] == -32002
+
+
+def test_a_read_from_a_foreign_host_or_origin_is_refused(server):
+    port = server.url.split(":")[2].split("/")[0]
+    for extra in (
+        {"Host": "evil.example"},
+        {"Host": f"evil.example:{port}"},
+        {"Origin": "https://evil.example"},
+    ):
+        status, _, body = post(server.url, read_body(FOUND), {**stateless_headers(FOUND), **extra})
+        assert status == 403, (extra, body)
+        assert "Welcome" not in body
+    status, _, body = post(server.url, read_body(FOUND), {**stateless_headers(FOUND), "Host": f"LOCALHOST:{port}"})
+    assert status == 200 and "Welcome" in body
+
+
+@pytest.mark.parametrize(
+    "headers, text",
+    [
+        ({"Mcp-Name": "notes://notes/other"}, "Mcp-Name header `notes://notes/other` does not match"),
+        ({"Mcp-Method": "resources/list"}, "Mcp-Method header `resources/list` does not match"),
+        ({"MCP-Protocol-Version": "2025-11-25"}, "does not match request _meta protocolVersion"),
+    ],
+)
+def test_a_stateless_read_whose_headers_contradict_it_is_refused(server, headers, text):
+    status, response_headers, body = post(server.url, read_body(FOUND), {**stateless_headers(FOUND), **headers})
+    assert status == 400, body
+    answer = message(response_headers, body)
+    assert answer["error"]["code"] == -32020
+    assert text in answer["error"]["message"]
+    assert "Welcome" not in body
+
+
+def test_a_stateless_read_without_its_required_meta_is_refused(server):
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN}
+    status, response_headers, body = post(server.url, read_body(FOUND, meta=meta), stateless_headers(FOUND))
+    assert status == 400, body
+    answer = message(response_headers, body)
+    assert answer["error"]["code"] == -32602
+    assert "io.modelcontextprotocol/clientCapabilities" in answer["error"]["message"]
+
+
+def test_a_read_on_an_unknown_or_closed_session_is_not_found(server):
+    session = open_session(server)
+    status, headers, body = post(server.url, read_body(FOUND, meta=None), session)
+    assert status == 200 and headers["Content-Type"] == "application/json" and "Welcome" in body
+    status, _, body = post(server.url, read_body(FOUND, meta=None), {**session, "Mcp-Session-Id": "no-such-session"})
+    assert status == 404, body
+    assert delete(server.url, session) == 202
+    status, _, body = post(server.url, read_body(FOUND, meta=None), session)
+    assert status == 404, body
+    assert "Welcome" not in body
+
+
+def delete(url, headers):
+    """DELETEs the session `headers` name; returns the HTTP status."""
+    request = urllib.request.Request(url, method="DELETE", headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status
