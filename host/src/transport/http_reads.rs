@@ -44,8 +44,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientRequest, ErrorCode, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion,
-    ServerJsonRpcMessage,
+    ClientRequest, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion, ServerJsonRpcMessage,
 };
 use rmcp::service::{Peer, RequestContext, RunningService, Service};
 use rmcp::transport::streamable_http_server::SessionManager;
@@ -135,14 +134,15 @@ impl HttpReads {
             return Some(Era::Stateless);
         }
         let session: Arc<str> = Arc::from(single(headers, SESSION_HEADER)?);
+        // Only a session rmcp knows is remembered: made-up ids fill nothing.
+        if !matches!(self.sessions.has_session(&session).await, Ok(true)) {
+            return None;
+        }
         if !self.recently_touched(&session) {
             self.touch(&session);
             return None;
         }
-        match self.sessions.has_session(&session).await {
-            Ok(true) => Some(Era::Session(session)),
-            _ => None,
-        }
+        Some(Era::Session(session))
     }
 
     /// Whether the `Host` header names an allowed host, as rmcp decides.
@@ -216,12 +216,7 @@ impl HttpReads {
     }
 
     /// Answers `request`, which came with `parts`, as rmcp's handler would.
-    async fn answer(
-        &self,
-        era: &Era,
-        request: JsonRpcRequest<ClientRequest>,
-        parts: Parts,
-    ) -> Response {
+    async fn answer(&self, request: JsonRpcRequest<ClientRequest>, parts: Parts) -> Response {
         let JsonRpcRequest {
             id, mut request, ..
         } = request;
@@ -229,23 +224,14 @@ impl HttpReads {
         context.meta = std::mem::take(request.get_meta_mut());
         context.extensions = std::mem::take(request.extensions_mut());
         context.extensions.insert(parts);
-        let (message, status) = match self.handler.handle_request(request, context).await {
-            Ok(result) => (ServerJsonRpcMessage::response(result, id), StatusCode::OK),
-            Err(error) => {
-                // As rmcp answers a stateless request; in a session, an error
-                // travels in an event stream that is always 200.
-                let status = match era {
-                    Era::Stateless if error.code == ErrorCode::METHOD_NOT_FOUND => {
-                        StatusCode::NOT_FOUND
-                    }
-                    _ => StatusCode::OK,
-                };
-                (ServerJsonRpcMessage::error(error, Some(id)), status)
-            }
+        // An error is 200 as well, as rmcp sends a read's error: its
+        // `_meta` was checked above, and a read is never an unknown method.
+        let message = match self.handler.handle_request(request, context).await {
+            Ok(result) => ServerJsonRpcMessage::response(result, id),
+            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
         };
         match serde_json::to_vec(&message) {
             Ok(body) => (
-                status,
                 [(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("application/json"),
@@ -292,7 +278,7 @@ pub async fn answer_reads(
         }
     };
     match reads.read_in(&era, &parts.headers, &body) {
-        Some(read) => reads.answer(&era, read, parts).await,
+        Some(read) => reads.answer(read, parts).await,
         None => {
             if let Era::Session(session) = &era {
                 reads.touch(session);
