@@ -5,7 +5,8 @@
 //! sandbox, in two cases:
 //!
 //! - **computed**: the `liar` test plugin answers `bytes/N` with N bytes of
-//!   text it makes in its linear memory, copied out through `read`: what the
+//!   text it makes in its linear memory (one fill, the least work there is
+//!   to make them), copied out through `read`: what the
 //!   sandbox costs a plugin that computes its answer (goals: within 2x of
 //!   native at 1 KiB, 1.2x at 1 MiB);
 //! - **located**: the `files` example, which exports `locate`, so the host
