@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts};
 use axum::middleware::Next;
@@ -124,9 +124,9 @@ impl HttpReads {
             || !self.host_allowed(headers)
             || !accepts_json_and_events(headers)
             || !single(headers, header::CONTENT_TYPE.as_str()).is_some_and(is_json)
-            || !single(headers, header::CONTENT_LENGTH.as_str())
+            || single(headers, header::CONTENT_LENGTH.as_str())
                 .and_then(|length| length.parse::<u64>().ok())
-                .is_some_and(|length| length <= MAX_BODY_BYTES)
+                .is_none_or(|length| length > MAX_BODY_BYTES)
         {
             return None;
         }
@@ -283,8 +283,7 @@ pub async fn answer_reads(
             if let Era::Session(session) = &era {
                 reads.touch(session);
             }
-            next.run(Request::from_parts(parts, Body::from(Bytes::from(body))))
-                .await
+            next.run(Request::from_parts(parts, Body::from(body))).await
         }
     }
 }
