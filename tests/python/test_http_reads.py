@@ -6,8 +6,10 @@ answer holds, and every check rmcp makes still holds for a read: a foreign
 -32020), `_meta` that misses a required key or names another revision (400),
 an unknown or closed session (404)."""
 
+import http.client
 import json
 import urllib.request
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -161,3 +163,40 @@ def delete(url, headers):
     request = urllib.request.Request(url, method="DELETE", headers=headers)
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.status
+
+
+def post_raw(url, body, headers):
+    """POSTs `body` with `headers`, a list of (name, value) pairs that may
+    name one header twice; returns the HTTP status and the body."""
+    address = urlsplit(url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
+    connection.putrequest("POST", address.path)
+    for name, value in [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Content-Length", str(len(body))),
+        *headers,
+    ]:
+        connection.putheader(name, value)
+    connection.endheaders(body)
+    response = connection.getresponse()
+    answer = response.status, response.read().decode()
+    connection.close()
+    return answer
+
+
+def test_a_session_read_with_a_version_header_in_doubt_gets_rmcps_answer(server):
+    session = open_session(server)
+    session_id = ("Mcp-Session-Id", session["Mcp-Session-Id"])
+    # Named twice: rmcp goes by the first, a revision without sessions, and
+    # refuses a read whose _meta does not name it.
+    twice = [session_id, ("MCP-Protocol-Version", MODERN), ("MCP-Protocol-Version", MODERN)]
+    status, body = post_raw(server.url, read_body(FOUND, meta=None), twice)
+    assert status == 400, body
+    assert "Welcome" not in body
+    for doubtful in ["bogus", "2025-11-25\x85"]:
+        status, body = post_raw(
+            server.url, read_body(FOUND, meta=None), [session_id, ("MCP-Protocol-Version", doubtful)]
+        )
+        assert status == 400, (doubtful, body)
+        assert "Welcome" not in body

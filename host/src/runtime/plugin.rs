@@ -117,19 +117,19 @@ enum Failed {
 }
 
 /// How a call on one instance failed.
-enum Unran {
+enum InstanceFailure {
     /// It trapped in the plugin's allocator, called by the host to copy
     /// the call's arguments in, before any of the plugin's own code ran:
     /// the call may run again on a fresh instance. The message describes
     /// the trap.
-    Allocating(String),
+    BeforeRunning(String),
     Failed(Failed),
 }
 
-impl Unran {
+impl InstanceFailure {
     fn into_failed(self) -> Failed {
         match self {
-            Self::Allocating(message) => Failed::Faulted(FaultKind::Trap, message),
+            Self::BeforeRunning(message) => Failed::Faulted(FaultKind::Trap, message),
             Self::Failed(failed) => failed,
         }
     }
@@ -644,7 +644,7 @@ impl Shared {
             None => self.instantiate(lane, operation, handles).await?,
         };
         let mut outcome = self.call_on(&mut instance, operation, on, &call).await;
-        if let Err(Unran::Allocating(fault)) = &outcome {
+        if let Err(InstanceFailure::BeforeRunning(fault)) = &outcome {
             tracing::debug!(
                 plugin = %self.name,
                 operation,
@@ -655,7 +655,7 @@ impl Shared {
                 .await?;
             outcome = self.call_on(&mut instance, operation, on, &call).await;
         }
-        let outcome = outcome.map_err(Unran::into_failed);
+        let outcome = outcome.map_err(InstanceFailure::into_failed);
         if answered(&outcome) {
             self.idle(lane).keep(instance, &self.handles);
         }
@@ -714,7 +714,7 @@ impl Shared {
         operation: &'static str,
         on: On,
         call: &impl AsyncFn(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
-    ) -> Result<T, Unran> {
+    ) -> Result<T, InstanceFailure> {
         if on != On::Bare && !instance.initialised {
             let (store, exports) = instance.parts();
             match exports
@@ -722,33 +722,40 @@ impl Shared {
                 .call_init(&mut *store, &self.config)
                 .await
             {
-                Err(error) => return Err(self.unran("init", store, error)),
+                Err(error) => return Err(self.failure("init", store, error)),
                 Ok(Err(error)) => {
-                    return Err(Unran::Failed(Failed::Answered(ProviderError::Unavailable(
-                        format!(
+                    return Err(InstanceFailure::Failed(Failed::Answered(
+                        ProviderError::Unavailable(format!(
                             "plugin {} failed to start: {}",
                             self.name,
                             ProviderError::from(error)
-                        ),
-                    ))));
+                        )),
+                    )));
                 }
                 Ok(Ok(())) => instance.initialised = true,
             }
         }
         let (store, exports) = instance.parts();
         match call(&mut *store, exports).await {
-            Ok(answer) => answer.map_err(|error| Unran::Failed(Failed::Answered(error.into()))),
-            Err(error) => Err(self.unran(operation, store, error)),
+            Ok(answer) => {
+                answer.map_err(|error| InstanceFailure::Failed(Failed::Answered(error.into())))
+            }
+            Err(error) => Err(self.failure(operation, store, error)),
         }
     }
 
-    /// A failed call: [`Unran::Allocating`] if it trapped in the plugin's
+    /// A failed call: [`InstanceFailure::BeforeRunning`] if it trapped in the plugin's
     /// allocator before any of its own code ran, otherwise its fault.
-    fn unran(&self, operation: &str, store: &Store<Sandbox>, error: wasmtime::Error) -> Unran {
+    fn failure(
+        &self,
+        operation: &str,
+        store: &Store<Sandbox>,
+        error: wasmtime::Error,
+    ) -> InstanceFailure {
         let allocating = trapped_in_allocator(&error);
         match self.fault(operation, store, error) {
-            Failed::Faulted(_, message) if allocating => Unran::Allocating(message),
-            fault => Unran::Failed(fault),
+            Failed::Faulted(_, message) if allocating => InstanceFailure::BeforeRunning(message),
+            fault => InstanceFailure::Failed(fault),
         }
     }
 

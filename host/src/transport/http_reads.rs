@@ -28,10 +28,17 @@
 //!   holds every key that revision requires, `Mcp-Method` is
 //!   `resources/read` and `Mcp-Name` is the URI, plainly spelt.
 //!
-//! rmcp ends a session after [`SESSION_KEEP_ALIVE`] without a message; it
-//! never sees the reads answered here, so a session's read is handed to rmcp
-//! once whenever it has seen none of that session's requests for
-//! [`TOUCH_SESSION_AFTER`].
+//! The handler sees the revision a read is in, as rmcp would show it: each
+//! read's context has the peer of an idle service whose client declared
+//! that revision ([`Unreached`]); in a session, the revision of its
+//! `MCP-Protocol-Version` header, or 2025-03-26 without one, as rmcp takes
+//! it.
+//!
+//! rmcp ends a session after a while without an event in its worker, and a
+//! read answered here is none. So once a minute at most per session, before
+//! one of its reads is answered here, its worker is asked to open and close
+//! a request's channel: that restarts its idle timer, and proves it still
+//! runs (if it does not, the read goes to rmcp).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -44,25 +51,23 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientRequest, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion, ServerJsonRpcMessage,
+    ClientCapabilities, ClientRequest, GetExtensions, GetMeta, Implementation,
+    InitializeRequestParams, JsonRpcRequest, ProtocolVersion, ServerJsonRpcMessage,
 };
 use rmcp::service::{Peer, RequestContext, RunningService, Service};
-use rmcp::transport::streamable_http_server::SessionManager;
-use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
-use tokio::io::DuplexStream;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionHandle, LocalSessionManager, SessionError,
+};
 
 use super::stdio::decode_repeated_request;
 use crate::protocol::Observed;
 
 /// The largest request body answered here; a larger one goes to rmcp.
 pub const MAX_BODY_BYTES: u64 = 64 * 1024;
-/// How long rmcp keeps a session without a message.
-const SESSION_KEEP_ALIVE: Duration = SessionConfig::DEFAULT_KEEP_ALIVE;
-/// How long a session's requests may all be answered here before one is
-/// handed to rmcp, which keeps the session alive.
-const TOUCH_SESSION_AFTER: Duration = Duration::from_secs(60);
-/// Sessions whose last hand-over to rmcp is remembered before those older
-/// than [`SESSION_KEEP_ALIVE`] are forgotten.
+/// How often at most a session's worker is asked to restart its idle timer.
+const REFRESH_SESSION_AFTER: Duration = Duration::from_secs(60);
+/// Sessions whose last refresh is remembered before the stale ones are
+/// forgotten; past that, twice as many as were left.
 const REMEMBERED_SESSIONS: usize = 1024;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -75,20 +80,47 @@ const ENCODED_NAME_PREFIX: &str = "=?";
 /// The reads of one HTTP endpoint answered here.
 pub struct HttpReads {
     handler: Observed,
-    /// A peer of a service that no message ever reaches: a read's context
-    /// needs one, and a read never sends the client anything through it.
-    peer: Peer<RoleServer>,
-    _unreached: (RunningService<RoleServer, Observed>, DuplexStream),
+    /// A peer for each known revision.
+    peers: Vec<(ProtocolVersion, Unreached)>,
     sessions: Arc<LocalSessionManager>,
     /// The allowed hosts, each with the port it requires, if it names one.
     hosts: Vec<(String, Option<u16>)>,
-    /// When each session last had a request handed to rmcp.
-    touched: Mutex<HashMap<Arc<str>, Instant>>,
+    refreshed: Mutex<Refreshed>,
+}
+
+/// A service of the handler that no message reaches, whose client declared
+/// one revision: a read's context needs a peer, and a read never sends the
+/// client anything through it. Its transport's far end is closed, so
+/// anything sent through the peer would fail at once.
+struct Unreached {
+    peer: Peer<RoleServer>,
+    _service: RunningService<RoleServer, Observed>,
+}
+
+impl Unreached {
+    fn new(handler: &Observed, version: &ProtocolVersion) -> Self {
+        let (transport, _) = tokio::io::duplex(64);
+        let client =
+            InitializeRequestParams::new(ClientCapabilities::default(), Implementation::default())
+                .with_protocol_version(version.clone());
+        let service = rmcp::service::serve_directly(handler.clone(), transport, Some(client));
+        Self {
+            peer: service.peer().clone(),
+            _service: service,
+        }
+    }
+}
+
+/// When each session's worker was last asked to restart its idle timer.
+struct Refreshed {
+    when: HashMap<Arc<str>, Instant>,
+    /// How many may be remembered before the stale ones are forgotten.
+    most: usize,
 }
 
 /// Which era a read comes in.
 enum Era {
-    Session(Arc<str>),
+    Session,
     Stateless,
 }
 
@@ -100,18 +132,22 @@ impl HttpReads {
         sessions: Arc<LocalSessionManager>,
         hosts: impl IntoIterator<Item = String>,
     ) -> Arc<Self> {
-        let (ours, theirs) = tokio::io::duplex(64);
-        let unreached = rmcp::service::serve_directly(handler.clone(), ours, None);
+        let peers = ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .map(|version| (version.clone(), Unreached::new(&handler, version)))
+            .collect();
         Arc::new(Self {
             handler,
-            peer: unreached.peer().clone(),
-            _unreached: (unreached, theirs),
+            peers,
             sessions,
             hosts: hosts
                 .into_iter()
                 .filter_map(|host| allowed_authority(&host))
                 .collect(),
-            touched: Mutex::default(),
+            refreshed: Mutex::new(Refreshed {
+                when: HashMap::new(),
+                most: REMEMBERED_SESSIONS,
+            }),
         })
     }
 
@@ -134,15 +170,12 @@ impl HttpReads {
             return Some(Era::Stateless);
         }
         let session: Arc<str> = Arc::from(single(headers, SESSION_HEADER)?);
-        // Only a session rmcp knows is remembered: made-up ids fill nothing.
-        if !matches!(self.sessions.has_session(&session).await, Ok(true)) {
-            return None;
+        let handle = self.sessions.sessions.read().await.get(&session).cloned()?;
+        if !self.recently_refreshed(&session) {
+            refresh(&handle).await.ok()?;
+            self.note_refreshed(session);
         }
-        if !self.recently_touched(&session) {
-            self.touch(&session);
-            return None;
-        }
-        Some(Era::Session(session))
+        Some(Era::Session)
     }
 
     /// Whether the `Host` header names an allowed host, as rmcp decides.
@@ -158,69 +191,82 @@ impl HttpReads {
         })
     }
 
-    fn recently_touched(&self, session: &str) -> bool {
-        self.touched()
+    fn recently_refreshed(&self, session: &str) -> bool {
+        self.refreshed()
+            .when
             .get(session)
-            .is_some_and(|touched| touched.elapsed() < TOUCH_SESSION_AFTER)
+            .is_some_and(|when| when.elapsed() < REFRESH_SESSION_AFTER)
     }
 
-    /// Notes that a request of `session` goes to rmcp now.
-    fn touch(&self, session: &Arc<str>) {
-        let mut touched = self.touched();
-        if touched.len() >= REMEMBERED_SESSIONS {
-            touched.retain(|_, when| when.elapsed() < SESSION_KEEP_ALIVE);
+    fn note_refreshed(&self, session: Arc<str>) {
+        let mut refreshed = self.refreshed();
+        if refreshed.when.len() >= refreshed.most {
+            refreshed
+                .when
+                .retain(|_, when| when.elapsed() < REFRESH_SESSION_AFTER);
+            refreshed.most = (refreshed.when.len() * 2).max(REMEMBERED_SESSIONS);
         }
-        touched.insert(session.clone(), Instant::now());
+        refreshed.when.insert(session, Instant::now());
     }
 
-    fn touched(&self) -> MutexGuard<'_, HashMap<Arc<str>, Instant>> {
-        self.touched.lock().unwrap_or_else(PoisonError::into_inner)
+    fn refreshed(&self) -> MutexGuard<'_, Refreshed> {
+        self.refreshed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The read in `body`, if it is one rmcp would hand its handler as it
-    /// stands in `era` with these `headers`.
+    /// The read in `body` and the revision it is in, if it is one rmcp would
+    /// hand its handler as it stands in `era` with these `headers`.
     fn read_in(
         &self,
         era: &Era,
         headers: &HeaderMap,
         body: &[u8],
-    ) -> Option<JsonRpcRequest<ClientRequest>> {
+    ) -> Option<(JsonRpcRequest<ClientRequest>, &Unreached)> {
         let request = decode_repeated_request(body)?;
         let ClientRequest::ReadResourceRequest(read) = &request.request else {
             return None;
         };
-        let header_version = single(headers, VERSION_HEADER);
-        let known = header_version.and_then(|version| {
-            ProtocolVersion::KNOWN_VERSIONS
-                .iter()
-                .find(|known| known.as_str() == version)
-        });
+        // A header that is there must be there once, as text, and name a
+        // known revision; without one, a session is in 2025-03-26.
+        let named = if headers.contains_key(VERSION_HEADER) {
+            single(headers, VERSION_HEADER)?
+        } else {
+            ProtocolVersion::V_2025_03_26.as_str()
+        };
+        let (version, unreached) = self
+            .peers
+            .iter()
+            .find(|(known, _)| known.as_str() == named)?;
         let meta = request.request.get_meta();
-        let meta_version = meta.protocol_version();
         let fits = match era {
-            Era::Session(_) => {
-                meta_version.is_none()
-                    && (header_version.is_none() || known.is_some_and(|v| v.has_initialize()))
-            }
-            Era::Stateless => known.is_some_and(|version| {
-                !version.has_initialize()
-                    && meta_version.as_ref() == Some(version)
+            Era::Session => meta.protocol_version().is_none() && version.has_initialize(),
+            Era::Stateless => {
+                headers.contains_key(VERSION_HEADER)
+                    && !version.has_initialize()
+                    && meta.protocol_version().as_ref() == Some(version)
                     && meta.missing_required_keys(version).is_empty()
                     && single(headers, METHOD_HEADER) == Some("resources/read")
                     && single(headers, NAME_HEADER).is_some_and(|name| {
                         name == read.params.uri && !name.starts_with(ENCODED_NAME_PREFIX)
                     })
-            }),
+            }
         };
-        fits.then_some(request)
+        fits.then_some((request, unreached))
     }
 
-    /// Answers `request`, which came with `parts`, as rmcp's handler would.
-    async fn answer(&self, request: JsonRpcRequest<ClientRequest>, parts: Parts) -> Response {
+    /// Answers `request`, which came with `parts`, as rmcp's handler would,
+    /// in the revision of `unreached`.
+    async fn answer(
+        &self,
+        request: JsonRpcRequest<ClientRequest>,
+        unreached: &Unreached,
+        parts: Parts,
+    ) -> Response {
         let JsonRpcRequest {
             id, mut request, ..
         } = request;
-        let mut context = RequestContext::new(id.clone(), self.peer.clone());
+        let mut context = RequestContext::new(id.clone(), unreached.peer.clone());
         context.meta = std::mem::take(request.get_meta_mut());
         context.extensions = std::mem::take(request.extensions_mut());
         context.extensions.insert(parts);
@@ -263,7 +309,7 @@ pub async fn answer_reads(
         if parts.method == Method::DELETE
             && let Some(session) = single(&parts.headers, SESSION_HEADER)
         {
-            reads.touched().remove(session);
+            reads.refreshed().when.remove(session);
         }
         return next.run(Request::from_parts(parts, body)).await;
     };
@@ -278,13 +324,8 @@ pub async fn answer_reads(
         }
     };
     match reads.read_in(&era, &parts.headers, &body) {
-        Some(read) => reads.answer(read, parts).await,
-        None => {
-            if let Era::Session(session) = &era {
-                reads.touch(session);
-            }
-            next.run(Request::from_parts(parts, Body::from(body))).await
-        }
+        Some((read, unreached)) => reads.answer(read, unreached, parts).await,
+        None => next.run(Request::from_parts(parts, Body::from(body))).await,
     }
 }
 
@@ -343,4 +384,14 @@ fn allowed_authority(allowed: &str) -> Option<(String, Option<u16>)> {
         Ok(authority) => Some((normal_host(authority.host()), authority.port_u16())),
         Err(_) => Some((normal_host(allowed), None)),
     }
+}
+
+/// Has the session's worker open and close a request's channel: its idle
+/// timer starts again, and an error says it has stopped.
+async fn refresh(session: &LocalSessionHandle) -> Result<(), SessionError> {
+    let channel = session.establish_request_wise_channel().await?;
+    if let Some(id) = channel.http_request_id {
+        session.close_request_wise_channel(id).await?;
+    }
+    Ok(())
 }
