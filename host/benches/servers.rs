@@ -1457,55 +1457,35 @@ struct Example {
     granted: bool,
 }
 
-const NOTES: Example = Example {
-    name: "notes",
-    language: "Rust",
-    uri: "notes://notes/welcome",
-    granted: false,
-};
+const NOTES: Example = Example::new("notes", "Rust", "notes://notes/welcome");
 const NOTES_GRANTED: Example = Example {
     language: "Rust, with a directory grant",
     granted: true,
     ..NOTES
 };
-const CATALOG: Example = Example {
-    name: "catalog",
-    language: "JavaScript",
-    uri: "catalog://items/apples",
-    granted: false,
-};
-const DATASET: Example = Example {
-    name: "dataset",
-    language: "Python",
-    uri: "dataset://datasets/rivers",
-    granted: false,
-};
+const CATALOG: Example = Example::new("catalog", "JavaScript", "catalog://items/apples");
+const DATASET: Example = Example::new("dataset", "Python", "dataset://datasets/rivers");
 const EXAMPLES: [Example; 7] = [
     NOTES,
     NOTES_GRANTED,
-    Example {
-        name: "units",
-        language: "Go",
-        uri: "units://units/fahrenheit",
-        granted: false,
-    },
-    Example {
-        name: "files",
-        language: "Rust, located reads",
-        uri: "files://README.md",
-        granted: false,
-    },
-    Example {
-        name: "kv",
-        language: "C, a single-file grant",
-        uri: "kv://keys/motd",
-        granted: false,
-    },
+    Example::new("units", "Go", "units://units/fahrenheit"),
+    Example::new("files", "Rust, located reads", "files://README.md"),
+    Example::new("kv", "C, a single-file grant", "kv://keys/motd"),
     CATALOG,
     DATASET,
 ];
 
 impl Example {
+    /// The example `name` in `language`, read at `uri`, as it ships.
+    const fn new(name: &'static str, language: &'static str, uri: &'static str) -> Self {
+        Self {
+            name,
+            language,
+            uri,
+            granted: false,
+        }
+    }
+
     /// Its row's label when `resmux` serves it.
     fn label(&self, resmux: &Resmux) -> String {
         let label = format!("{} ({})", self.name, self.language);

@@ -24,6 +24,17 @@ INITIALIZE = (
 )
 
 
+# The `_meta` every 2026-07-28 request carries.
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+# With a weight in Accept, rmcp reads the header and resmux leaves a read to
+# rmcp's HTTP service rather than answering it beside it
+# (host/src/transport/http_reads.rs): the same read, answered the old way.
+THROUGH_RMCP = {"Accept": "application/json;q=1, text/event-stream"}
+
+
 async def all_resource_uris(client):
     """The URIs of every page of `client`'s resource listing, in order."""
     uris, cursor = [], None

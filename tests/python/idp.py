@@ -50,15 +50,25 @@ class Provider:
                 }
             )
         )
-        self.process = subprocess.Popen(
-            [str(NODE), str(IDP), str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        ready = json.loads(self.process.stdout.readline())
-        self.issuer, self.admin = ready["issuer"], ready["admin"]
+        # The resource's port (or each resource's) was only probed free
+        # (free_port) and is not held yet: the provider's own ephemeral port
+        # may be that one, which resmux would then fail to listen on. It
+        # starts again if so.
+        while True:
+            self.process = subprocess.Popen(
+                [str(NODE), str(IDP), str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            ready = json.loads(self.process.stdout.readline())
+            self.issuer, self.admin = ready["issuer"], ready["admin"]
+            taken = {urllib.parse.urlsplit(url).port for url in (self.issuer, self.admin)}
+            resources = resource if isinstance(resource, list) else [resource]
+            if all(urllib.parse.urlsplit(each).port not in taken for each in resources):
+                break
+            self.stop()
 
     def post(self, url, data, headers):
         request = urllib.request.Request(url, data=data, method="POST", headers=headers)

@@ -13,18 +13,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import INITIALIZE, post
+from conftest import INITIALIZE, MODERN_META, THROUGH_RMCP, post
 
 FOUND = "notes://notes/welcome"
 MISSING = "notes://notes/missing"
-MODERN = "2026-07-28"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-# With a weight, rmcp reads the Accept header and resmux leaves the request
-# to it: the same read, answered the old way.
-THROUGH_RMCP = {"Accept": "application/json;q=1, text/event-stream"}
+MODERN = MODERN_META["io.modelcontextprotocol/protocolVersion"]
 
 
 @pytest.fixture
@@ -34,7 +27,7 @@ def server(serve):
     return serve(args=("--response-cache-mib", "0"))
 
 
-def read_body(uri, request_id=7, meta=META):
+def read_body(uri, request_id=7, meta=MODERN_META):
     params = {"uri": uri}
     if meta is not None:
         params["_meta"] = meta
@@ -116,8 +109,10 @@ def test_a_read_from_a_foreign_host_or_origin_is_refused(server):
         status, _, body = post(server.url, read_body(FOUND), {**stateless_headers(FOUND), **extra})
         assert status == 403, (extra, body)
         assert "Welcome" not in body
-    status, _, body = post(server.url, read_body(FOUND), {**stateless_headers(FOUND), "Host": f"LOCALHOST:{port}"})
+    status, headers, body = post(server.url, read_body(FOUND), {**stateless_headers(FOUND), "Host": f"LOCALHOST:{port}"})
     assert status == 200 and "Welcome" in body
+    # Answered beside rmcp: hosts compare without case there too.
+    assert headers["Content-Type"] == "application/json"
 
 
 @pytest.mark.parametrize(

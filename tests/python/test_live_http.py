@@ -16,12 +16,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 
-from conftest import PLUGINS, all_resource_uris
-
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
+from conftest import MODERN_META, PLUGINS, all_resource_uris
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import post
+from conftest import MODERN_META, THROUGH_RMCP, post
 
 REQUESTS = 100
 READ = {
@@ -15,10 +15,7 @@ READ = {
     "method": "resources/read",
     "params": {
         "uri": "notes://notes/welcome",
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        },
+        "_meta": MODERN_META,
     },
 }
 HEADERS = {
@@ -27,10 +24,6 @@ HEADERS = {
     "MCP-Protocol-Version": "2026-07-28",
 }
 
-
-# With a weight in Accept, resmux leaves a read to rmcp's HTTP service
-# rather than answering it beside rmcp (host/src/transport/http_reads.rs).
-THROUGH_RMCP = {**HEADERS, "Accept": "application/json;q=1, text/event-stream"}
 
 
 def lines_logged_by_stateless_reads(server, headers):
@@ -44,7 +37,7 @@ def lines_logged_by_stateless_reads(server, headers):
     return server.log[before:]
 
 
-@pytest.mark.parametrize("headers", [HEADERS, THROUGH_RMCP], ids=["beside rmcp", "through rmcp"])
+@pytest.mark.parametrize("headers", [HEADERS, {**HEADERS, **THROUGH_RMCP}], ids=["beside rmcp", "through rmcp"])
 def test_requests_are_not_logged_at_the_default_level(serve, headers):
     # The tests' servers log at `info`, the default of `serve`.
     lines = lines_logged_by_stateless_reads(serve(), headers)
@@ -52,6 +45,6 @@ def test_requests_are_not_logged_at_the_default_level(serve, headers):
 
 
 def test_asking_for_rmcps_debug_logs_each_session(serve):
-    lines = lines_logged_by_stateless_reads(serve(env={"RUST_LOG": "info,rmcp=debug"}), THROUGH_RMCP)
+    lines = lines_logged_by_stateless_reads(serve(env={"RUST_LOG": "info,rmcp=debug"}), {**HEADERS, **THROUGH_RMCP})
     ended = [line for line in lines if "serve finished" in line]
     assert len(ended) >= REQUESTS, "".join(lines)

@@ -125,6 +125,7 @@ async fn reads_that_reuse_a_request_id_are_each_answered() {
         let answer = server.next_message().await.unwrap();
         assert_eq!(answer["id"], 7, "{answer}");
         assert!(answer["result"]["contents"].is_array(), "{answer}");
+        assert_eq!(answer["result"]["contents"][0]["text"], "a lie", "{answer}");
     }
     server.stop().await.unwrap();
 }

@@ -7,7 +7,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use resmux_tests::{Folder, RawServer, component, error_message, mkfifo, resmux};
+use resmux_tests::{
+    Folder, RawServer, component, error_message, liar_granted_data, mkfifo, resmux,
+};
 use serde_json::json;
 
 fn open_descriptors(pid: u32) -> usize {
@@ -112,12 +114,8 @@ async fn an_instance_holding_files_between_calls_is_not_kept_and_its_descriptors
 
 #[tokio::test]
 async fn a_plugin_hoarding_files_hits_its_handle_limit_and_the_host_keeps_its_descriptors() {
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .plugin("notes", "notes")
-        .manifest("liar", "[[files]]\nhost = \"data\"\nguest = \"/data\"\n")
-        .file("data/x.txt", b"x");
+    let folder = liar_granted_data("");
+    folder.file("data/x.txt", b"x");
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let before = open_descriptors(server.pid());
 
@@ -168,15 +166,8 @@ async fn endless_error_text_is_cut_with_a_marker() {
 
 #[tokio::test]
 async fn calls_stuck_on_a_fifo_fail_at_their_timeout_and_block_nothing_else() {
-    let folder = Folder::new();
-    folder
-        .plugin("liar", "liar")
-        .plugin("notes", "notes")
-        .manifest(
-            "liar",
-            "[[files]]\nhost = \"data\"\nguest = \"/data\"\n[limits]\ntimeout_ms = 1000\n",
-        )
-        .file("data/.keep", b"");
+    let folder = liar_granted_data("[limits]\ntimeout_ms = 1000\n");
+    folder.file("data/.keep", b"");
     let fifo = folder.path().join("data/pipe");
     mkfifo(&fifo);
     let mut server = RawServer::legacy(folder.path()).await.unwrap();

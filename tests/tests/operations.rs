@@ -447,6 +447,10 @@ async fn initialize_is_answered_at_once_and_readiness_waits_for_the_folder() {
     }
     for address in [&mcp, &metrics] {
         wait_until_ready(address).await.unwrap();
+        assert_eq!(
+            http_get(address, "/readyz", &[]).unwrap(),
+            (200, "ready\n".to_owned())
+        );
     }
     server.kill().await.unwrap();
 }

@@ -120,7 +120,7 @@ fn watcher(changed: Arc<Notify>) -> Result<RecommendedWatcher> {
 /// Whether `event` may mean the folder holds something else now: anything
 /// but an access (an open, a read, a close), including an event the backend
 /// cannot name, such as a lost queue.
-fn is_change(event: &notify::Event) -> bool {
+pub fn is_change(event: &notify::Event) -> bool {
     !matches!(event.kind, EventKind::Access(_))
 }
 
@@ -173,11 +173,7 @@ impl LiveFolder {
             .map(|failure| failure.declared_by.as_path())
             .collect();
         for failure in &failures {
-            tracing::error!(
-                plugin = %failure.declared_by.display(),
-                "plugin not loaded: {:#}",
-                failure.error
-            );
+            failure.report();
         }
         let wanted: BTreeSet<String> = entries.iter().map(|entry| entry.scheme.clone()).collect();
         let gone: Vec<String> = self

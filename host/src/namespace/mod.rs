@@ -209,6 +209,14 @@ struct Mount {
     grants_watched_since: Mutex<Option<Instant>>,
 }
 
+impl Mount {
+    /// No new walk starts from a snapshot of its listings taken so far.
+    fn listing_changed(&self) {
+        self.resources.invalidate();
+        self.templates.invalidate();
+    }
+}
+
 type Mounts = BTreeMap<String, Arc<Mount>>;
 
 /// A change clients may want to hear of.
@@ -394,15 +402,8 @@ impl Namespace {
     /// it is still loading).
     #[tracing::instrument(name = "namespace.read", level = "debug", skip_all, fields(resmux.scheme = uri.scheme()))]
     pub async fn read(&self, uri: &Uri) -> Result<Read, NamespaceError> {
-        let text = uri.as_str();
-        let scheme = uri.scheme();
-        let mount =
-            self.arrived_mount(scheme)
-                .await
-                .map_err(|reason| NamespaceError::NotFound {
-                    uri: text.to_owned(),
-                    reason,
-                })?;
+        let (text, scheme) = (uri.as_str(), uri.scheme());
+        let mount = self.servable_mount(uri).await?;
         let result = mount
             .provider
             .read(uri.path())
@@ -500,8 +501,7 @@ impl Namespace {
             })
             .collect();
         if report.listing_changed {
-            mount.resources.invalidate();
-            mount.templates.invalidate();
+            mount.listing_changed();
         }
         Ok(Changes {
             token: report.token,
@@ -533,8 +533,7 @@ impl Namespace {
     /// far.
     pub fn grants_changed(&self, scheme: &str) {
         if let Some(mount) = self.current_mounts().get(scheme) {
-            mount.resources.invalidate();
-            mount.templates.invalidate();
+            mount.listing_changed();
         }
     }
 
@@ -577,9 +576,14 @@ impl Namespace {
     /// Whether `uri` could be served: a plugin serves its scheme, or has
     /// arrived within [`ARRIVAL_PATIENCE`] if it was still loading.
     pub async fn check_servable(&self, uri: &Uri) -> Result<(), NamespaceError> {
+        self.servable_mount(uri).await.map(drop)
+    }
+
+    /// The mount serving `uri`'s scheme, once it has arrived if it was
+    /// still loading; not found if none will.
+    async fn servable_mount(&self, uri: &Uri) -> Result<Arc<Mount>, NamespaceError> {
         self.arrived_mount(uri.scheme())
             .await
-            .map(drop)
             .map_err(|reason| NamespaceError::NotFound {
                 uri: uri.as_str().to_owned(),
                 reason,

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptionsExt as _};
+use cap_std::fs::Dir;
 use memmap2::{Mmap, MmapOptions};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -215,13 +215,7 @@ impl Stored {
             rand::random::<u64>()
         );
         // Mode 600 whatever the umask: a group-writable entry is refused.
-        let mut file = cache.open_with(
-            &temporary,
-            cap_std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600),
-        )?;
+        let mut file = crate::owner_file::create(cache, temporary.as_str())?;
         file.write_all(tag.as_bytes())?;
         file.write_all(compiled)?;
         drop(file);
@@ -301,9 +295,7 @@ fn create_key(path: &Path) -> Result<()> {
     }
 }
 
-/// Creates `path` for writing, mode 0600, only if nothing is there: never a
-/// file someone planted at the name, never through a symlink (not even one
-/// to nowhere, whose target it would create).
+/// Creates `path` as the key's file aside ([`crate::owner_file::create`]).
 fn create_aside(path: &Path) -> std::io::Result<File> {
     crate::owner_file::create(rustix::fs::CWD, path)
 }

@@ -120,17 +120,15 @@ enum Failed {
 enum InstanceFailure {
     /// It trapped in the plugin's allocator, called by the host to copy
     /// the call's arguments in, before any of the plugin's own code ran:
-    /// the call may run again on a fresh instance. The message describes
-    /// the trap.
-    BeforeRunning(String),
+    /// the call may run again on a fresh instance.
+    BeforeRunning(Failed),
     Failed(Failed),
 }
 
 impl InstanceFailure {
     fn into_failed(self) -> Failed {
         match self {
-            Self::BeforeRunning(message) => Failed::Faulted(FaultKind::Trap, message),
-            Self::Failed(failed) => failed,
+            Self::BeforeRunning(failed) | Self::Failed(failed) => failed,
         }
     }
 }
@@ -644,7 +642,7 @@ impl Shared {
             None => self.instantiate(lane, operation, handles).await?,
         };
         let mut outcome = self.call_on(&mut instance, operation, on, &call).await;
-        if let Err(InstanceFailure::BeforeRunning(fault)) = &outcome {
+        if let Err(InstanceFailure::BeforeRunning(Failed::Faulted(_, fault))) = &outcome {
             tracing::debug!(
                 plugin = %self.name,
                 operation,
@@ -753,9 +751,11 @@ impl Shared {
         error: wasmtime::Error,
     ) -> InstanceFailure {
         let allocating = trapped_in_allocator(&error);
-        match self.fault(operation, store, error) {
-            Failed::Faulted(_, message) if allocating => InstanceFailure::BeforeRunning(message),
-            fault => InstanceFailure::Failed(fault),
+        let fault = self.fault(operation, store, error);
+        if allocating {
+            InstanceFailure::BeforeRunning(fault)
+        } else {
+            InstanceFailure::Failed(fault)
         }
     }
 

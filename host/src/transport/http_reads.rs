@@ -118,12 +118,6 @@ struct Refreshed {
     most: usize,
 }
 
-/// Which era a read comes in.
-enum Era {
-    Session,
-    Stateless,
-}
-
 impl HttpReads {
     /// Reads answered with `handler`, for the sessions of `sessions`, on an
     /// endpoint that allows `hosts` (as rmcp's `allowed_hosts`).
@@ -151,31 +145,37 @@ impl HttpReads {
         })
     }
 
-    /// Whether the request's headers let it be answered here, and in which
-    /// era, so far as they tell before its body is read.
-    async fn may_answer(&self, method: &Method, headers: &HeaderMap) -> Option<Era> {
-        if method != Method::POST
-            || headers.contains_key(header::ORIGIN)
-            || headers.contains_key(header::TRANSFER_ENCODING)
-            || !self.host_allowed(headers)
-            || !accepts_json_and_events(headers)
-            || !single(headers, header::CONTENT_TYPE.as_str()).is_some_and(is_json)
-            || single(headers, header::CONTENT_LENGTH.as_str())
+    /// Whether the request's headers let it be answered here, so far as
+    /// they tell before its body is read.
+    fn may_answer(&self, method: &Method, headers: &HeaderMap) -> bool {
+        method == Method::POST
+            && !headers.contains_key(header::ORIGIN)
+            && !headers.contains_key(header::TRANSFER_ENCODING)
+            && self.host_allowed(headers)
+            && accepts_json_and_events(headers)
+            && single(headers, header::CONTENT_TYPE.as_str()).is_some_and(is_json)
+            && single(headers, header::CONTENT_LENGTH.as_str())
                 .and_then(|length| length.parse::<u64>().ok())
-                .is_none_or(|length| length > MAX_BODY_BYTES)
-        {
-            return None;
+                .is_some_and(|length| length <= MAX_BODY_BYTES)
+    }
+
+    /// Whether the session the headers name runs, its idle timer restarted
+    /// if that was not done within [`REFRESH_SESSION_AFTER`].
+    async fn session_runs(&self, headers: &HeaderMap) -> bool {
+        let Some(session) = single(headers, SESSION_HEADER).map(Arc::<str>::from) else {
+            return false;
+        };
+        let Some(handle) = self.sessions.sessions.read().await.get(&session).cloned() else {
+            return false;
+        };
+        if self.recently_refreshed(&session) {
+            return true;
         }
-        if !headers.contains_key(SESSION_HEADER) {
-            return Some(Era::Stateless);
+        if refresh(&handle).await.is_err() {
+            return false;
         }
-        let session: Arc<str> = Arc::from(single(headers, SESSION_HEADER)?);
-        let handle = self.sessions.sessions.read().await.get(&session).cloned()?;
-        if !self.recently_refreshed(&session) {
-            refresh(&handle).await.ok()?;
-            self.note_refreshed(session);
-        }
-        Some(Era::Session)
+        self.note_refreshed(session);
+        true
     }
 
     /// Whether the `Host` header names an allowed host, as rmcp decides.
@@ -216,10 +216,10 @@ impl HttpReads {
     }
 
     /// The read in `body` and the revision it is in, if it is one rmcp would
-    /// hand its handler as it stands in `era` with these `headers`.
+    /// hand its handler as it stands with these `headers`: in a legacy
+    /// session if they name one, stateless otherwise.
     fn read_in(
         &self,
-        era: &Era,
         headers: &HeaderMap,
         body: &[u8],
     ) -> Option<(JsonRpcRequest<ClientRequest>, &Unreached)> {
@@ -239,18 +239,17 @@ impl HttpReads {
             .iter()
             .find(|(known, _)| known.as_str() == named)?;
         let meta = request.request.get_meta();
-        let fits = match era {
-            Era::Session => meta.protocol_version().is_none() && version.has_initialize(),
-            Era::Stateless => {
-                headers.contains_key(VERSION_HEADER)
-                    && !version.has_initialize()
-                    && meta.protocol_version().as_ref() == Some(version)
-                    && meta.missing_required_keys(version).is_empty()
-                    && single(headers, METHOD_HEADER) == Some("resources/read")
-                    && single(headers, NAME_HEADER).is_some_and(|name| {
-                        name == read.params.uri && !name.starts_with(ENCODED_NAME_PREFIX)
-                    })
-            }
+        let fits = if headers.contains_key(SESSION_HEADER) {
+            meta.protocol_version().is_none() && version.has_initialize()
+        } else {
+            headers.contains_key(VERSION_HEADER)
+                && !version.has_initialize()
+                && meta.protocol_version().as_ref() == Some(version)
+                && meta.missing_required_keys(version).is_empty()
+                && single(headers, METHOD_HEADER) == Some("resources/read")
+                && single(headers, NAME_HEADER).is_some_and(|name| {
+                    name == read.params.uri && !name.starts_with(ENCODED_NAME_PREFIX)
+                })
         };
         fits.then_some((request, unreached))
     }
@@ -305,14 +304,14 @@ pub async fn answer_reads(
     next: Next,
 ) -> Response {
     let (parts, body) = request.into_parts();
-    let Some(era) = reads.may_answer(&parts.method, &parts.headers).await else {
+    if !reads.may_answer(&parts.method, &parts.headers) {
         if parts.method == Method::DELETE
             && let Some(session) = single(&parts.headers, SESSION_HEADER)
         {
             reads.refreshed().when.remove(session);
         }
         return next.run(Request::from_parts(parts, body)).await;
-    };
+    }
     let body = match axum::body::to_bytes(body, MAX_BODY_BYTES as usize).await {
         Ok(body) => body,
         Err(error) => {
@@ -323,10 +322,27 @@ pub async fn answer_reads(
                 .into_response();
         }
     };
-    match reads.read_in(&era, &parts.headers, &body) {
-        Some((read, unreached)) => reads.answer(read, unreached, parts).await,
-        None => next.run(Request::from_parts(parts, Body::from(body))).await,
+    // A session's read waits for the session only once it is known to be
+    // a read: any other request goes to rmcp, which keeps the session alive.
+    match reads.read_in(&parts.headers, &body) {
+        Some((read, unreached))
+            if !parts.headers.contains_key(SESSION_HEADER)
+                || reads.session_runs(&parts.headers).await =>
+        {
+            reads.answer(read, unreached, parts).await
+        }
+        _ => next.run(Request::from_parts(parts, Body::from(body))).await,
     }
+}
+
+/// Has the session's worker open and close a request's channel: its idle
+/// timer starts again, and an error says it has stopped.
+async fn refresh(session: &LocalSessionHandle) -> Result<(), SessionError> {
+    let channel = session.establish_request_wise_channel().await?;
+    if let Some(id) = channel.http_request_id {
+        session.close_request_wise_channel(id).await?;
+    }
+    Ok(())
 }
 
 /// The one value of header `name`, if it has exactly one and it is text.
@@ -384,14 +400,4 @@ fn allowed_authority(allowed: &str) -> Option<(String, Option<u16>)> {
         Ok(authority) => Some((normal_host(authority.host()), authority.port_u16())),
         Err(_) => Some((normal_host(allowed), None)),
     }
-}
-
-/// Has the session's worker open and close a request's channel: its idle
-/// timer starts again, and an error says it has stopped.
-async fn refresh(session: &LocalSessionHandle) -> Result<(), SessionError> {
-    let channel = session.establish_request_wise_channel().await?;
-    if let Some(id) = channel.http_request_id {
-        session.close_request_wise_channel(id).await?;
-    }
-    Ok(())
 }

@@ -28,6 +28,20 @@ pub struct File {
     modified_nanos: u128,
 }
 
+impl File {
+    /// The file at URI path `path` (`relative` to the root), last modified
+    /// `modified` after the epoch, if known.
+    fn new(path: String, relative: String, size: u64, modified: Option<Duration>) -> Self {
+        Self {
+            path,
+            relative,
+            size,
+            modified: modified.map(|since| iso8601(since.as_secs())),
+            modified_nanos: modified.map_or(0, |since| since.as_nanos()),
+        }
+    }
+}
+
 /// An entry of one directory.
 pub struct Entry {
     pub name: String,
@@ -139,13 +153,7 @@ pub fn files(root: &str) -> Result<Vec<File>, Error> {
                 pending.push(relative);
                 continue;
             }
-            files.push(File {
-                path: entry.path,
-                relative,
-                size: entry.size,
-                modified: entry.modified.map(|since| iso8601(since.as_secs())),
-                modified_nanos: entry.modified.map_or(0, |since| since.as_nanos()),
-            });
+            files.push(File::new(entry.path, relative, entry.size, entry.modified));
         }
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -254,13 +262,7 @@ impl Root {
         let modified = stat
             .data_modification_timestamp
             .map(|time| Duration::new(time.seconds, time.nanoseconds));
-        Some(File {
-            path,
-            relative,
-            size: stat.size,
-            modified: modified.map(|since| iso8601(since.as_secs())),
-            modified_nanos: modified.map_or(0, |since| since.as_nanos()),
-        })
+        Some(File::new(path, relative, stat.size, modified))
     }
 
     /// The entries of the directory `relative`, in the order the host reads

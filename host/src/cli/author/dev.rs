@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use notify::{EventKind, RecursiveMode, Watcher};
+use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::cli::{
@@ -57,7 +57,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
     // Reads are no edit: the build itself reads every source.
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
-            && !matches!(event.kind, EventKind::Access(_))
+            && resmux::catalog::live::is_change(&event)
             && event.paths.iter().any(|path| is_source(&watched, path))
         {
             // The receiver only goes away when the process ends.
