@@ -135,6 +135,14 @@ pub fn liar_granted_data(more: &str) -> Folder {
     folder
 }
 
+/// The liar with `data` granted at `/data`, a file `x.txt` in it, and the
+/// limits in `limits` (lines of its `[limits]` section).
+pub fn liar_with(limits: &str) -> Folder {
+    let folder = liar_granted_data(&format!("[limits]\n{limits}\n"));
+    folder.file("data/x.txt", b"x");
+    folder
+}
+
 /// Asserts that the `notes` example still answers.
 pub async fn notes_still_answer(server: &mut RawServer) {
     assert_eq!(

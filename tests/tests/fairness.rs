@@ -7,9 +7,7 @@
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
-use resmux_tests::{
-    Folder, RawServer, error_message, liar_granted_data, mkfifo, notes_still_answer,
-};
+use resmux_tests::{Folder, RawServer, error_message, liar_with, mkfifo, notes_still_answer};
 use serde_json::json;
 
 /// Opens without waiting (Linux, x86_64 and aarch64).
@@ -29,13 +27,6 @@ fn threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .count()
-}
-
-/// The liar with `data` granted at `/data` and the limits in `limits`.
-fn liar_with(limits: &str) -> Folder {
-    let folder = liar_granted_data(&format!("[limits]\n{limits}\n"));
-    folder.file("data/x.txt", b"x");
-    folder
 }
 
 /// How much resmux's memory grew while a client read none of its answers,

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
@@ -222,16 +222,18 @@ impl Limits {
             table_elements: usize::try_from(self.table_elements).unwrap_or(usize::MAX),
             cpu_ticks_budget: self.cpu_ms.div_ceil(tick_ms),
             cpu_ticks_used: 0,
+            deadline: None,
             exceeded: None,
         }
     }
 }
 
 /// Refuses memory and table growth past the limits, counts the ticks a call
-/// spends in the plugin's code, and remembers which limit stopped a call so
-/// its error can name it. Memory and tables are the instance's, and share
-/// one budget of `memory_bytes`; the CPU budget is each call's, renewed by
-/// [`StoreLimiter::end_call`].
+/// spends in the plugin's code, stops it at its first tick past its time
+/// limit, and remembers which limit stopped a call so its error can name
+/// it. Memory and tables are the instance's, and share one budget of
+/// `memory_bytes`; the CPU budget and the deadline are each call's, renewed
+/// by [`StoreLimiter::end_call`] and [`StoreLimiter::begin_call`].
 #[derive(Debug)]
 pub struct StoreLimiter {
     memory_bytes: usize,
@@ -245,6 +247,8 @@ pub struct StoreLimiter {
     cpu_ticks_budget: u64,
     /// The ticks the current call has spent.
     cpu_ticks_used: u64,
+    /// When the current call's time is up.
+    deadline: Option<Instant>,
     exceeded: Option<Exceeded>,
 }
 
@@ -254,6 +258,7 @@ pub enum Exceeded {
     Memory,
     Table,
     Cpu,
+    Time,
 }
 
 impl StoreLimiter {
@@ -278,19 +283,34 @@ impl StoreLimiter {
     pub fn end_call(&mut self) -> Duration {
         let used = self.cpu_used();
         self.cpu_ticks_used = 0;
+        self.deadline = None;
         self.exceeded = None;
         used
     }
 
+    /// Starts a call that must be over by `deadline`.
+    pub fn begin_call(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
     /// Counts one tick of the plugin's code running; false once the CPU
-    /// budget is spent.
+    /// budget is spent or the call's time is up. The caller's own timer
+    /// normally ends a call at its time limit; this ends one that nobody
+    /// waits for any more, which a file operation held past it.
     pub fn tick(&mut self) -> bool {
         self.cpu_ticks_used += 1;
-        let within = self.cpu_ticks_used <= self.cpu_ticks_budget;
-        if !within {
-            self.exceeded = Some(Exceeded::Cpu);
-        }
-        within
+        let exceeded = if self.cpu_ticks_used > self.cpu_ticks_budget {
+            Exceeded::Cpu
+        } else if self
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            Exceeded::Time
+        } else {
+            return true;
+        };
+        self.exceeded = Some(exceeded);
+        false
     }
 }
 

@@ -76,6 +76,13 @@ pub trait Grant: Send + Sync {
     fn may_block(&self) -> bool {
         false
     }
+    /// Whether a call may run on the caller's thread with this grant's
+    /// operations that may block on blocking threads: nothing is renewed
+    /// before it, and the handles it leaves can be checked and closed there
+    /// without waiting on a remote or user-space file system.
+    fn may_run_inline(&self) -> bool {
+        true
+    }
     /// Opens `guest_path` (as the plugin sees it) for reading if this grant
     /// reaches it and it is a regular file, without waiting on a FIFO or
     /// device; the host then reads it on the plugin's behalf.
@@ -100,6 +107,20 @@ pub trait Grant: Send + Sync {
 pub struct LocatedFile {
     pub file: std::fs::File,
     pub size: u64,
+}
+
+/// Where an instance's operations that may block its thread (on files) run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocking {
+    /// On the thread that runs the call, which must then be one of the
+    /// call's own.
+    OnCallingThread,
+    /// On the blocking threads of the tokio runtime the call is polled in.
+    OnBlockingThreads,
+    /// Nowhere: the instance gets none of the grants whose operations may
+    /// block (`locate`'s, which runs on the caller's thread and can only
+    /// compute).
+    Denied,
 }
 
 /// What renewing a plugin's grants before a call may spend. It runs on a
@@ -158,15 +179,17 @@ impl Policy {
         Ok(())
     }
 
-    /// The sandbox of one new instance of `plugin`. An instance that must
-    /// never block its thread (`locate`'s) gets none of the grants whose
-    /// operations may block (files): it can only compute.
-    pub fn sandbox(&self, plugin: &Arc<str>, may_block: bool) -> Result<Sandbox> {
+    /// The sandbox of one new instance of `plugin`, whose operations that
+    /// may block (on files) run as `blocking` says.
+    pub fn sandbox(&self, plugin: &Arc<str>, blocking: Blocking) -> Result<Sandbox> {
         let mut builder = SandboxBuilder::new(plugin.clone(), &self.limits);
+        if blocking == Blocking::OnBlockingThreads {
+            builder.wasi.allow_blocking_current_thread(false);
+        }
         let grants = self
             .grants
             .iter()
-            .filter(|grant| may_block || !grant.may_block());
+            .filter(|grant| blocking != Blocking::Denied || !grant.may_block());
         for grant in grants {
             grant.prepare(plugin, &mut builder)?;
         }
@@ -205,6 +228,12 @@ impl Policy {
     /// Whether a call may block its thread in a host operation.
     pub fn may_block(&self) -> bool {
         self.grants.iter().any(|grant| grant.may_block())
+    }
+
+    /// Whether a call may run on the caller's thread, its operations that
+    /// may block on blocking threads (see [`Grant::may_run_inline`]).
+    pub fn may_run_inline(&self) -> bool {
+        self.grants.iter().all(|grant| grant.may_run_inline())
     }
 
     /// Host paths whose changes may change the plugin's answers.

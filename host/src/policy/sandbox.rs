@@ -67,11 +67,10 @@ pub struct SandboxBuilder {
 impl SandboxBuilder {
     /// A sandbox that grants `plugin` nothing yet, under its `limits`; what
     /// it prints goes to the log. File operations run on the calling thread
-    /// rather than tokio's blocking pool: a 1 KiB read through the files
-    /// plugin drops from about 370 us to about 50 us (benches/read_path.rs),
-    /// and a plugin with file grants runs each call on a thread of its own
-    /// (see `runtime::plugin`), so an operation that blocks holds only that
-    /// thread.
+    /// unless [`super::Blocking`] says otherwise: a call that makes one or
+    /// more on average runs on a thread of its own (see `runtime::placement`), so an
+    /// operation that blocks holds only that thread, and each operation
+    /// saves the hop to a blocking thread and back.
     pub fn new(plugin: Arc<str>, limits: &Limits) -> Self {
         let mut wasi = WasiCtxBuilder::new();
         let stdout = PluginOutput::stdout(plugin.clone());

@@ -108,12 +108,13 @@ impl Instance {
         self.handles.num_permits()
     }
 
-    /// Readies it for a call: `more` descriptors of the budget join those it
-    /// holds, and the plugin's code may run one epoch tick before it is
-    /// charged (see `Shared::new_store`).
-    pub fn begin_call(&mut self, more: OwnedSemaphorePermit) {
+    /// Readies it for a call that must be over by `deadline`: `more`
+    /// descriptors of the budget join those it holds, and the plugin's code
+    /// may run one epoch tick before it is charged (see `Shared::new_store`).
+    pub fn begin_call(&mut self, more: OwnedSemaphorePermit, deadline: Instant) {
         self.handles.merge(more);
         self.metered.store.set_epoch_deadline(1);
+        self.metered.store.data_mut().limiter().begin_call(deadline);
     }
 
     /// Drops it, store and all, and hands back its share of the descriptor

@@ -15,6 +15,7 @@ mod health;
 mod instance;
 mod locate;
 mod meter;
+mod placement;
 mod plugin;
 
 use std::collections::HashMap;

@@ -15,14 +15,23 @@
 //! `locate` runs in a lane of its own: instances without the plugin's file
 //! grants, which can only compute, so the call runs on the caller's thread,
 //! never waiting for a thread of its own and never blocking it. The host
-//! then reads the file itself, on tokio's blocking pool, under one of the
-//! plugin's call slots: at most `concurrent_calls` threads are ever busy
-//! with a plugin's files, whatever kind of call.
+//! then reads the file itself, under one of the plugin's call slots held
+//! until the read returns.
+//!
+//! A plugin whose grants are directories on local filesystems runs each
+//! operation's calls either inline or on threads of their own, whichever
+//! its recent calls made cheaper, and all of them on its own blocking
+//! threads ([`super::placement`]); any other plugin with file grants runs
+//! them on threads of their own.
 //!
 //! A call's time limit runs from when it holds its slot; waiting for one is
 //! bounded by the same limit, and a call that never got one is refused as
-//! busy, which says nothing of the plugin's health.
+//! busy, which says nothing of the plugin's health. A call whose time is up
+//! while a file operation holds it keeps its slot until the operation
+//! returns, and its code stops at its next tick.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -41,12 +50,13 @@ use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
 use super::instance::{Exports, Idle, Instance, drop_every_idle_instance};
 use super::locate;
 use super::meter::{Ended, FaultKind, Meter};
+use super::placement::{Place, Placement};
 use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
     ResourceEntry, TemplateEntry,
 };
 use crate::policy::limits::Exceeded;
-use crate::policy::{Policy, Sandbox};
+use crate::policy::{Blocking, Policy, Sandbox};
 
 /// A plugin ready to serve calls.
 pub struct WasmPlugin {
@@ -69,6 +79,10 @@ struct Shared {
     /// Its `locate` export and the idle instances made to run it, if it
     /// exports one and has files to locate.
     locating: Option<Locating>,
+    /// Where its calls run and its idle instances made to run inline, if
+    /// it has granted directories, all on local filesystems, and no
+    /// granted file.
+    inline: Option<InlineLane>,
     policy: Policy,
     config: Vec<(String, String)>,
     call_slots: Arc<Semaphore>,
@@ -77,7 +91,8 @@ struct Shared {
     health: Arc<Health>,
     meter: Meter,
     /// Whether a call may block its thread in a file operation (the plugin
-    /// has file grants): its calls then run on a thread of their own.
+    /// has file grants): its calls then run on a thread of their own, or
+    /// inline with their file operations on the plugin's file threads.
     may_block: bool,
     /// Directories each instance is given open, outside its resource table.
     preopened: u32,
@@ -92,17 +107,54 @@ struct Locating {
     unable: AtomicBool,
 }
 
+/// The placement of a plugin's calls, and its idle instances made to run
+/// them inline.
+struct InlineLane {
+    placement: Placement,
+    idle: Arc<Idle>,
+}
+
 /// Which instances a call runs on.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Lane {
     /// The plugin's own: file operations block the thread, which is one of
     /// the call's own if the plugin has file grants.
     Serving,
+    /// The plugin's own, with file operations on its blocking threads; the
+    /// call runs on the caller's thread ([`super::placement`]).
+    Inline,
     /// `locate`'s: no file grants, and the call runs on the caller's thread.
     Locating,
 }
 
+impl Lane {
+    /// Where its instances' file operations run.
+    fn blocking(self) -> Blocking {
+        match self {
+            Self::Serving => Blocking::OnCallingThread,
+            Self::Inline => Blocking::OnBlockingThreads,
+            Self::Locating => Blocking::Denied,
+        }
+    }
+}
+
 type CallResult<T> = wasmtime::Result<Result<T, super::bindings::resmux::provider::types::Error>>;
+
+/// A call of one export on an instance, as [`CallFn`] makes it.
+type CallFuture<'a, T> = Pin<Box<dyn Future<Output = CallResult<T>> + Send + 'a>>;
+
+/// What a call does on an instance, given its store and exports. It may run
+/// twice (see [`InstanceFailure::BeforeRunning`]), and its future may be
+/// left to finish on another task (see `Shared::run`).
+trait CallFn<T>:
+    for<'a> Fn(&'a mut Store<Sandbox>, &'a Exports) -> CallFuture<'a, T> + Send + Sync + 'static
+{
+}
+
+impl<T, F> CallFn<T> for F where
+    F: for<'a> Fn(&'a mut Store<Sandbox>, &'a Exports) -> CallFuture<'a, T> + Send + Sync + 'static
+{
+}
 
 /// How a call failed: with an error the plugin (or the host, refusing it)
 /// answered, or with a fault of the plugin.
@@ -202,6 +254,19 @@ impl WasmPlugin {
             )
         };
         let idle = new_idle();
+        let inline = (may_block && policy.may_run_inline())
+            .then(|| Placement::new(&name, policy.limits.concurrent_calls as usize))
+            .and_then(|placement| {
+                placement
+                    .inspect_err(|error| {
+                        tracing::warn!("{error:#}; its calls run on threads of their own");
+                    })
+                    .ok()
+            })
+            .map(|placement| InlineLane {
+                placement,
+                idle: new_idle(),
+            });
         // Only a plugin with files can locate one.
         let locating = locate::export_of(&component)
             .filter(|_| may_block)
@@ -218,6 +283,7 @@ impl WasmPlugin {
                 pre,
                 indices,
                 locating,
+                inline,
                 policy,
                 config,
                 call_slots,
@@ -237,13 +303,9 @@ impl WasmPlugin {
 
     /// What the plugin says about itself.
     pub async fn about(&self) -> Result<PluginInfo, ProviderError> {
-        self.run(
-            Lane::Serving,
-            "about",
-            On::Bare,
-            None,
-            async |store, exports| exports.provider().call_about(store).await.map(Ok),
-        )
+        self.run(Lane::Serving, "about", On::Bare, None, |store, exports| {
+            Box::pin(async { exports.provider().call_about(store).await.map(Ok) })
+        })
         .await
     }
 
@@ -252,7 +314,11 @@ impl WasmPlugin {
     /// lane, which proves its `locate` export has the contract's type, and
     /// is read through `read` alone if `init` fails there without files.
     pub async fn start(&self) -> Result<(), ProviderError> {
-        let started = |lane| self.run(lane, "init", On::Started, None, async |_, _| Ok(Ok(())));
+        let started = |lane| {
+            self.run(lane, "init", On::Started, None, |_, _| {
+                Box::pin(async { Ok(Ok(())) })
+            })
+        };
         started(Lane::Serving).await?;
         if let Some(locating) = &self.shared.locating
             && let Err(error) = started(Lane::Locating).await
@@ -283,12 +349,15 @@ impl WasmPlugin {
                 "locate",
                 On::Any,
                 Some(path),
-                async move |store, exports| {
-                    let locate = exports.locate().ok_or_else(|| {
-                        wasmtime::Error::msg("an instance of the locate lane lacks locate")
-                    })?;
-                    let (located,) = locate.call_async(store, (owned.clone(),)).await?;
-                    Ok(located)
+                move |store, exports| {
+                    let path = owned.clone();
+                    Box::pin(async move {
+                        let locate = exports.locate().ok_or_else(|| {
+                            wasmtime::Error::msg("an instance of the locate lane lacks locate")
+                        })?;
+                        let (located,) = locate.call_async(store, (path,)).await?;
+                        Ok(located)
+                    })
                 },
             )
             .await?;
@@ -308,12 +377,13 @@ impl WasmPlugin {
     /// refused at once while the plugin (or, for a call about one `path`,
     /// that path) is quarantined, queued while all its call slots are taken
     /// or the host's descriptor budget is spent, and bounded by its time
-    /// limit throughout. A call that may block in a file operation runs on a
-    /// thread of its own, so that a FIFO or a hung mount holds only that
-    /// thread (and the call's slot) while the call fails at its time limit;
-    /// `locate`'s lane never blocks its thread (see [`Lane::Locating`]). The
-    /// plugin's grants are renewed first, off the runtime's threads (see
-    /// `Shared::renew_apart`).
+    /// limit throughout. A file operation never runs on a runtime thread:
+    /// the call runs on a thread of its own, or inline with its operations
+    /// on the plugin's file threads ([`super::placement`]), so that a FIFO
+    /// or a hung mount holds only such a thread (and the call's slot) while
+    /// the call fails at its time limit; `locate`'s lane never blocks its
+    /// thread (see [`Lane::Locating`]). The plugin's grants are renewed
+    /// first, on the call's own thread (see `Shared::renew`).
     async fn run<T, F>(
         &self,
         lane: Lane,
@@ -324,7 +394,7 @@ impl WasmPlugin {
     ) -> Result<T, ProviderError>
     where
         T: Send + 'static,
-        F: AsyncFn(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
+        F: CallFn<T>,
     {
         let shared = &self.shared;
         let span = tracing::debug_span!(
@@ -379,6 +449,14 @@ impl WasmPlugin {
 /// read holds a thread that serves others for no longer than that.
 const READ_IN_TASK_BYTES: u64 = 1024 * 1024;
 
+/// How many more of its time limits an inline call that nobody waits for
+/// any more (its time is up, or its client cancelled it) keeps its slot at
+/// most, should a file operation hold it or should it wait for something
+/// that never comes (a clock it polls for ever, an HTTP answer that never
+/// arrives). Past that, an operation still stuck holds only its blocking
+/// thread, one of at most `concurrent_calls`.
+const STUCK_CALL_LIMITS: u32 = 10;
+
 /// How long a call's own thread may overrun its time limit before the
 /// caller gives up on it; the call's own timer normally ends it first.
 const THREAD_GRACE: Duration = Duration::from_millis(100);
@@ -395,7 +473,7 @@ impl Shared {
     ) -> Result<T, Failed>
     where
         T: Send + 'static,
-        F: AsyncFn(&mut Store<Sandbox>, &Exports) -> CallResult<T> + Send + 'static,
+        F: CallFn<T>,
     {
         let records = std::iter::once(None).chain(path.map(Some));
         let quarantined = records.into_iter().find_map(|record| {
@@ -412,6 +490,7 @@ impl Shared {
                 left.as_millis()
             )));
         }
+        let lane = self.place(lane, operation, on);
         let timeout = self.policy.limits.timeout();
         let (slot, reused, handles) = match tokio::time::timeout(timeout, self.hold(lane, on)).await
         {
@@ -426,7 +505,7 @@ impl Shared {
             let runner = self.clone();
             let runtime = tokio::runtime::Handle::current();
             let span = tracing::Span::current();
-            let thread = tokio::task::spawn_blocking(move || {
+            let apart = move || {
                 // The slot stays taken until the thread is done, even after
                 // the caller gave up on it, and an instance is kept or
                 // dropped here: dropping one may block too.
@@ -434,15 +513,43 @@ impl Shared {
                 let call = async {
                     runner.renew(deadline)?;
                     runner
-                        .call(lane, reused, handles, operation, on, call)
+                        .call(lane, (reused, handles), operation, on, deadline, call)
                         .await
                 };
                 runtime.block_on(tokio::time::timeout(left, call).instrument(span))
-            });
+            };
+            // A placed plugin's threads are its own blocking threads, shared
+            // with its inline calls' file operations.
+            let thread = match &self.inline {
+                Some(inline) => inline.placement.spawn_blocking(apart),
+                None => tokio::task::spawn_blocking(apart),
+            };
             match tokio::time::timeout(left + THREAD_GRACE, thread).await {
                 Ok(Ok(Ok(outcome))) => outcome,
                 Ok(Ok(Err(_))) | Err(_) => Err(self.timed_out(operation)),
                 Ok(Err(failure)) => Err(self.thread_ended(operation, &failure)),
+            }
+        } else if let (Lane::Inline, Some(inline)) = (lane, &self.inline) {
+            // No grant to renew: a plugin with a granted file runs no call
+            // inline (see `Grant::may_run_inline`).
+            let runner = self.clone();
+            let call = async move {
+                runner
+                    .call(lane, (reused, handles), operation, on, deadline, call)
+                    .await
+            };
+            let mut call = inline
+                .placement
+                .inline(call, slot, left * STUCK_CALL_LIMITS);
+            match tokio::time::timeout_at(deadline.into(), &mut call).await {
+                Ok(outcome) => {
+                    inline.placement.settle(operation, call.waits());
+                    outcome
+                }
+                Err(_) => {
+                    inline.placement.settle(operation, call.waits().max(1));
+                    Err(self.timed_out(operation))
+                }
             }
         } else {
             // No grant to renew: a plugin without file grants has none, and
@@ -451,10 +558,24 @@ impl Shared {
             // Boxed: the call's future (a store, an instance, wasmtime's own
             // futures) is large, and tokio would copy it with every request
             // task it is part of.
-            let call = Box::pin(self.call(lane, reused, handles, operation, on, call));
+            let call = Box::pin(self.call(lane, (reused, handles), operation, on, deadline, call));
             tokio::time::timeout_at(deadline.into(), call)
                 .await
                 .unwrap_or_else(|_| Err(self.timed_out(operation)))
+        }
+    }
+
+    /// The lane a call of `operation` on `lane` runs in: a call that may be
+    /// kept on the plugin's own instances runs inline when its placement
+    /// says so.
+    fn place(&self, lane: Lane, operation: &str, on: On) -> Lane {
+        match (lane, on, &self.inline) {
+            (Lane::Serving, On::Any, Some(inline))
+                if inline.placement.place(operation) == Place::Inline =>
+            {
+                Lane::Inline
+            }
+            _ => lane,
         }
     }
 
@@ -569,12 +690,13 @@ impl Shared {
     }
 
     fn timed_out(&self, operation: &str) -> Failed {
-        Failed::Faulted(
-            FaultKind::Timeout,
-            format!(
-                "plugin {} exceeded its time limit of {} ms in {operation}",
-                self.name, self.policy.limits.timeout_ms
-            ),
+        Failed::Faulted(FaultKind::Timeout, self.past_time_limit(operation))
+    }
+
+    fn past_time_limit(&self, operation: &str) -> String {
+        format!(
+            "plugin {} exceeded its time limit of {} ms in {operation}",
+            self.name, self.policy.limits.timeout_ms
         )
     }
 
@@ -585,17 +707,21 @@ impl Shared {
 
     /// The idle instances of `lane`.
     fn idle(&self, lane: Lane) -> &Arc<Idle> {
-        match (lane, &self.locating) {
-            (Lane::Locating, Some(locating)) => &locating.idle,
+        match (lane, &self.locating, &self.inline) {
+            (Lane::Locating, Some(locating), _) => &locating.idle,
+            (Lane::Inline, _, Some(inline)) => &inline.idle,
             _ => &self.idle,
         }
     }
 
-    fn new_store(&self, lane: Lane) -> Result<Store<Sandbox>, ProviderError> {
-        let sandbox = self
+    /// A store for an instance of `lane`, for a call that must be over by
+    /// `deadline`.
+    fn new_store(&self, lane: Lane, deadline: Instant) -> Result<Store<Sandbox>, ProviderError> {
+        let mut sandbox = self
             .policy
-            .sandbox(&self.name, lane == Lane::Serving)
+            .sandbox(&self.name, lane.blocking())
             .map_err(|error| self.unprepared(error))?;
+        sandbox.limiter().begin_call(deadline);
         let mut store = Store::new(self.pre.engine(), sandbox);
         store.limiter(|sandbox| sandbox.limiter());
         // The deadline falls due only while the plugin's code runs: each tick
@@ -620,26 +746,27 @@ impl Shared {
     }
 
     /// Runs the call on `reused`, or on a fresh instance holding `handles`,
-    /// and keeps the instance if the call answered. Keeping does not await,
-    /// so a time limit cannot cut in between the answer and the keeping.
+    /// by `deadline`, and keeps the instance if the call answered. Keeping
+    /// does not await, so a time limit cannot cut in between the answer and
+    /// the keeping.
     /// The engine's epoch clock runs throughout: instantiation, `init` and
     /// the call may all run plugin code.
     async fn call<T>(
         &self,
         lane: Lane,
-        reused: Option<Instance>,
-        handles: OwnedSemaphorePermit,
+        (reused, handles): (Option<Instance>, OwnedSemaphorePermit),
         operation: &'static str,
         on: On,
-        call: impl AsyncFn(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
+        deadline: Instant,
+        call: impl CallFn<T>,
     ) -> Result<T, Failed> {
         let _running = self.epoch.running();
         let mut instance = match reused {
             Some(mut instance) => {
-                instance.begin_call(handles);
+                instance.begin_call(handles, deadline);
                 instance
             }
-            None => self.instantiate(lane, operation, handles).await?,
+            None => self.instantiate(lane, operation, deadline, handles).await?,
         };
         let mut outcome = self.call_on(&mut instance, operation, on, &call).await;
         if let Err(InstanceFailure::BeforeRunning(Failed::Faulted(_, fault))) = &outcome {
@@ -649,7 +776,7 @@ impl Shared {
                 "{fault}: none of its code ran, so the call runs once more, on a fresh instance"
             );
             instance = self
-                .instantiate(lane, operation, instance.into_handles())
+                .instantiate(lane, operation, deadline, instance.into_handles())
                 .await?;
             outcome = self.call_on(&mut instance, operation, on, &call).await;
         }
@@ -660,14 +787,16 @@ impl Shared {
         outcome
     }
 
-    /// A fresh instance of `lane` from the pool, in a new store.
+    /// A fresh instance of `lane` from the pool, in a new store, for a call
+    /// that must be over by `deadline`.
     async fn instantiate(
         &self,
         lane: Lane,
         operation: &'static str,
+        deadline: Instant,
         handles: OwnedSemaphorePermit,
     ) -> Result<Instance, Failed> {
-        let mut metered = self.meter.store(self.new_store(lane)?);
+        let mut metered = self.meter.store(self.new_store(lane, deadline)?);
         let mut instantiated = self.exports(lane, &mut metered.store).await;
         if instantiated
             .as_ref()
@@ -676,7 +805,7 @@ impl Shared {
             // Idle instances may hold the slots: give them back and try once
             // more, in a store that holds no half-made instance.
             drop_every_idle_instance();
-            metered = self.meter.store(self.new_store(lane)?);
+            metered = self.meter.store(self.new_store(lane, deadline)?);
             instantiated = self.exports(lane, &mut metered.store).await;
         }
         match instantiated {
@@ -711,7 +840,7 @@ impl Shared {
         instance: &mut Instance,
         operation: &'static str,
         on: On,
-        call: &impl AsyncFn(&mut Store<Sandbox>, &Exports) -> CallResult<T>,
+        call: &impl CallFn<T>,
     ) -> Result<T, InstanceFailure> {
         if on != On::Bare && !instance.initialised {
             let (store, exports) = instance.parts();
@@ -788,6 +917,7 @@ impl Shared {
                     self.name, limits.cpu_ms
                 ),
             ),
+            Some(Exceeded::Time) => (FaultKind::Timeout, self.past_time_limit(operation)),
             None if table_full => (
                 FaultKind::Handles,
                 format!(
@@ -831,8 +961,11 @@ impl Provider for WasmPlugin {
             "list",
             On::Any,
             None,
-            async move |store, exports| {
-                exports.provider().call_list(store, cursor.as_deref()).await
+            move |store, exports| {
+                let cursor = cursor.clone();
+                Box::pin(
+                    async move { exports.provider().call_list(store, cursor.as_deref()).await },
+                )
             },
         )
         .await
@@ -848,11 +981,14 @@ impl Provider for WasmPlugin {
             "templates",
             On::Any,
             None,
-            async move |store, exports| {
-                exports
-                    .provider()
-                    .call_templates(store, cursor.as_deref())
-                    .await
+            move |store, exports| {
+                let cursor = cursor.clone();
+                Box::pin(async move {
+                    exports
+                        .provider()
+                        .call_templates(store, cursor.as_deref())
+                        .await
+                })
             },
         )
         .await
@@ -869,7 +1005,10 @@ impl Provider for WasmPlugin {
                     "read",
                     On::Any,
                     Some(path),
-                    async move |store, exports| exports.provider().call_read(store, &owned).await,
+                    move |store, exports| {
+                        let path = owned.clone();
+                        Box::pin(async move { exports.provider().call_read(store, &path).await })
+                    },
                 )
                 .await?
                 .into()
@@ -885,13 +1024,16 @@ impl Provider for WasmPlugin {
 
     async fn complete(&self, request: CompletionRequest) -> Result<Completion, ProviderError> {
         let key = format!("{} {}", request.path_template, request.argument);
-        let request = request.into();
+        let request: super::bindings::resmux::provider::types::CompletionRequest = request.into();
         self.run(
             Lane::Serving,
             "complete",
             On::Any,
             Some(&key),
-            async move |store, exports| exports.provider().call_complete(store, &request).await,
+            move |store, exports| {
+                let request = request.clone();
+                Box::pin(async move { exports.provider().call_complete(store, &request).await })
+            },
         )
         .await
         .map(Into::into)
@@ -903,11 +1045,14 @@ impl Provider for WasmPlugin {
             "changes",
             On::Any,
             None,
-            async move |store, exports| {
-                exports
-                    .provider()
-                    .call_changes(store, since.as_deref())
-                    .await
+            move |store, exports| {
+                let since = since.clone();
+                Box::pin(async move {
+                    exports
+                        .provider()
+                        .call_changes(store, since.as_deref())
+                        .await
+                })
             },
         )
         .await

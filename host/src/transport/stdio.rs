@@ -118,8 +118,9 @@ where
     /// with no task spawned and no other thread woken (CPU per stdio read
     /// 4.9 µs against 7.7 µs with a task per read, side by side in
     /// `scripts/bench`). A read that waits (for an instance, for a thread of
-    /// its own, or for the next epoch tick, at most `EPOCH_TICK` into the
-    /// plugin's code) goes on in a task of its own, which polls it from then
+    /// its own, for a file operation on one, or for the next epoch tick, at
+    /// most `EPOCH_TICK` into the plugin's code) goes on in a task of its
+    /// own, which polls it from then
     /// on. Once [`INLINE_BUDGET`] is spent, reads go straight to tasks until
     /// stdin runs dry, so that reads of slow plugins hold up the messages
     /// behind them by at most the budget and the one read that overran it.

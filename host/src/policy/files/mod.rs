@@ -100,6 +100,13 @@ impl Grant for FileGrants {
         !self.0.is_empty()
     }
 
+    /// Only directories on local filesystems: a single granted file is
+    /// shown afresh before each call, and a network or user-space file
+    /// system may hang a `stat` or `close` of what a call left open.
+    fn may_run_inline(&self) -> bool {
+        self.0.iter().all(|grant| !grant.is_file() && grant.local)
+    }
+
     /// The grant the plugin would reach `guest_path` through (the one with
     /// the longest guest directory above it, as WASI resolves it) opens it,
     /// if that grant is a directory on a local filesystem ([`located`]).

@@ -2,7 +2,8 @@
 //! HTTP requests, the checks of its socket connections): at most
 //! [`MAX_LOOKUPS`] at once per plugin, each holding its place until the
 //! system's resolver returns. The resolver blocks a thread of tokio's
-//! blocking pool, and a plugin that drops a lookup, a request or the whole
+//! blocking pool (the plugin's own, during a call it runs inline with its
+//! file operations, `runtime::placement`), and a plugin that drops a lookup, a request or the whole
 //! instance does not stop it: without a bound, a plugin whose granted name
 //! answers slowly could fill the pool every plugin's file calls need.
 
