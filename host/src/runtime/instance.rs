@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
+use tokio::runtime::Handle;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::bindings::{Guest, Plugin};
@@ -146,6 +147,10 @@ pub struct Idle {
     /// Whether dropping an instance may block (it holds granted files), so
     /// it is dropped on a thread of its own rather than a runtime worker.
     may_block: bool,
+    /// The runtime it was made in (the host's), whose blocking threads drop
+    /// its instances, whichever runtime a call that lets them go runs in (a
+    /// plugin's own, `super::placement`).
+    runtime: Option<Handle>,
     /// Whether a task is dropping the instances left unused too long.
     expiring: AtomicBool,
     gauge: Gauge,
@@ -171,6 +176,7 @@ impl Idle {
             most,
             preopens: preopens as usize,
             may_block,
+            runtime: Handle::try_current().ok(),
             expiring: AtomicBool::new(false),
             gauge,
         });
@@ -253,7 +259,11 @@ impl Idle {
         }
         self.forget(&gone);
         if self.may_block {
-            tokio::task::spawn_blocking(move || drop(gone));
+            let drop_apart = move || drop(gone);
+            match &self.runtime {
+                Some(runtime) => drop(runtime.spawn_blocking(drop_apart)),
+                None => drop(tokio::task::spawn_blocking(drop_apart)),
+            }
         }
     }
 

@@ -511,6 +511,11 @@ impl Shared {
                 // dropped here: dropping one may block too.
                 let _slot = slot;
                 let call = async {
+                    // A thread may come late, once the plugin's blocking
+                    // threads are all busy: nobody waits for the call then.
+                    if Instant::now() >= deadline {
+                        return Err(runner.timed_out(operation));
+                    }
                     runner.renew(deadline)?;
                     runner
                         .call(lane, (reused, handles), operation, on, deadline, call)
