@@ -606,6 +606,15 @@ pub fn free_address() -> String {
     listener.local_addr().expect("a bound address").to_string()
 }
 
+/// The value of the sample `series` (name and labels, as exposed) in the
+/// exposition of a server's `--metrics` listener at `metrics`, if it is there.
+pub fn sample(metrics: &str, series: &str) -> Option<f64> {
+    let (_, exposition) = http_get(metrics, "/metrics", &[]).unwrap();
+    exposition
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// `GET path` from `address` over HTTP/1.0 with `headers`: the status and
 /// the body.
 pub fn http_get(address: &str, path: &str, headers: &[(&str, &str)]) -> Result<(u16, String)> {

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use resmux_tests::{
-    EXCHANGE_TIMEOUT, Folder, RawServer, free_address, http_get, http_post, resmux_bin,
+    EXCHANGE_TIMEOUT, Folder, RawServer, free_address, http_get, http_post, resmux_bin, sample,
     wait_until_ready,
 };
 use serde_json::Value;
@@ -37,15 +37,6 @@ async fn metered(
     let mut server = start(folder.path(), &args).unwrap();
     server.initialize("2025-11-25").await.unwrap();
     (server, metrics)
-}
-
-/// The value of the sample `series` (name and labels, as exposed) in the
-/// server's exposition at `metrics`, if it is there.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    let (_, exposition) = http_get(metrics, "/metrics", &[]).unwrap();
-    exposition
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// Prometheus on loopback, scraping `target` every second; stopped on drop.

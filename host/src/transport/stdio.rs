@@ -212,8 +212,15 @@ where
         {
             self.reads.release(id);
         }
+        // Queued here, not in the future rmcp spawns: the answer's bytes
+        // count against [`MAX_WAITING_BYTES`] from the moment its request
+        // stops counting as running, before `receive` looks at either.
+        let queued = encode(&message).map(|line| self.outbox.queue(line));
         let outbox = self.outbox.clone();
-        async move { outbox.send(encode(&message)?).await }
+        async move {
+            queued?;
+            outbox.write_soon().await
+        }
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
@@ -309,10 +316,15 @@ struct Outbox<W> {
 }
 
 impl<W: AsyncWrite + Unpin> Outbox<W> {
-    /// Queues `line`, lets the tasks ready to run queue theirs, then writes
-    /// what is queued (unless another sender already took it along).
+    /// Queues `line`, then writes it with whatever else is queued by then.
     async fn send(&self, line: Vec<u8>) -> io::Result<()> {
         self.queue(line);
+        self.write_soon().await
+    }
+
+    /// Lets the tasks ready to run queue their answers, then writes what is
+    /// queued (unless another sender already took it along).
+    async fn write_soon(&self) -> io::Result<()> {
         tokio::task::yield_now().await;
         self.write_queued().await
     }
