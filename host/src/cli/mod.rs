@@ -15,14 +15,16 @@ mod top;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use tokio::task::JoinHandle;
 
 use resmux::access::audit::AuditLog;
 use resmux::access::{AccessList, Admission, ResourceServer};
 use resmux::catalog::{self, Loading, startup};
+use resmux::namespace::cursor::{self, CursorSeal};
 use resmux::namespace::{Namespace, changes};
 use resmux::policy::Ceiling;
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
@@ -117,6 +119,26 @@ pub enum Command {
         /// (Prometheus: `authorization: { credentials_file: FILE }`).
         #[arg(long, env = "RESMUX_METRICS_TOKEN_FILE", requires = "metrics")]
         metrics_token_file: Option<PathBuf>,
+        /// A file of cursor secrets, one a line (32 bytes or more each):
+        /// replicas given the same open each other's cursors. The first
+        /// seals, every one opens. To replace a secret without breaking a
+        /// walk, roll out three changes, each to every replica: add the new
+        /// one last, move it first, drop the old one. Default: a random
+        /// secret, whose cursors open in this process only.
+        #[arg(
+            long,
+            env = "RESMUX_CURSOR_SECRET_FILE",
+            conflicts_with = "cursor_secret"
+        )]
+        cursor_secret_file: Option<PathBuf>,
+        /// The cursor secrets themselves, as in --cursor-secret-file; best
+        /// given in the environment, where `ps` does not show it.
+        #[arg(long, env = "RESMUX_CURSOR_SECRET", hide_env_values = true)]
+        cursor_secret: Option<String>,
+        /// Seconds between changes of the key derived from the cursor secret:
+        /// a cursor opens for one to two of these.
+        #[arg(long, default_value_t = cursor::DEFAULT_ROTATION.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+        cursor_rotation: u64,
         /// Name the resource URI (`mcp.resource.uri`) in the spans of reads
         /// and subscriptions; left out unless asked for, as URIs may carry
         /// data.
@@ -396,7 +418,15 @@ pub async fn run(command: Command) -> Result<()> {
             metrics,
             metrics_token_file,
             trace_uris,
+            cursor_secret_file,
+            cursor_secret,
+            cursor_rotation,
         } => {
+            let cursor_seal = cursor_seal(
+                cursor_secret_file.as_deref(),
+                cursor_secret.as_deref(),
+                Duration::from_secs(cursor_rotation),
+            )?;
             let metrics_token = metrics_token_file
                 .as_deref()
                 .map(transport::read_metrics_token)
@@ -424,6 +454,7 @@ pub async fn run(command: Command) -> Result<()> {
                 metrics,
                 metrics_token,
                 trace_uris,
+                cursor_seal,
             };
             let runtime = folder.cache.runtime()?;
             serve(folder, runtime, http, options).await
@@ -509,6 +540,23 @@ fn admission(
     Admission::new(tokens, oauth, access_policy).map(Some)
 }
 
+/// The seal of the cursors this server issues: one from the operator's
+/// secrets, shared with other replicas, or a random one.
+fn cursor_seal(file: Option<&Path>, text: Option<&str>, rotation: Duration) -> Result<CursorSeal> {
+    match (file, text) {
+        (Some(file), _) => {
+            let text = std::fs::read_to_string(file).with_context(|| {
+                format!("cannot read the cursor secret file {}", file.display())
+            })?;
+            CursorSeal::shared(&text, rotation)
+                .map_err(|error| anyhow::anyhow!("cursor secret file {}: {error}", file.display()))
+        }
+        (None, Some(text)) => CursorSeal::shared(text, rotation)
+            .map_err(|error| anyhow::anyhow!("RESMUX_CURSOR_SECRET: {error}")),
+        (None, None) => Ok(CursorSeal::random()),
+    }
+}
+
 async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
     let namespace = Namespace::new(folder.page_size as usize);
     let runtime = folder.cache.runtime()?;
@@ -545,6 +593,8 @@ struct ServeOptions {
     /// The bearer token scrapes of `/metrics` must carry.
     metrics_token: Option<String>,
     trace_uris: bool,
+    /// Seals the cursors of listings.
+    cursor_seal: CursorSeal,
 }
 
 /// Serves the folder's namespace. Clients are answered once the plugins
@@ -560,7 +610,8 @@ async fn serve(
         transport::serve_metrics(address, options.metrics_token.as_deref()).await?;
     }
     let rules = folder.rules.rules()?;
-    let namespace = Arc::new(Namespace::new(folder.page_size as usize));
+    let namespace =
+        Arc::new(Namespace::new(folder.page_size as usize).with_cursor_seal(options.cursor_seal));
     let arriving = if rules.locked {
         let loading = load_all(&folder, &runtime, &rules, &namespace).await?;
         all_arrived(&folder.plugins, runtime, rules, &namespace, &loading)?;

@@ -256,6 +256,12 @@ impl Namespace {
         }
     }
 
+    /// The namespace, sealing and opening cursors with `seal` (one shared
+    /// by replicas, so that a cursor of one opens on another).
+    pub fn with_cursor_seal(self, seal: CursorSeal) -> Self {
+        Self { seal, ..self }
+    }
+
     /// A plugin for `scheme` is loading: until it is mounted, or fails to
     /// load, listings leave the scheme out and reads, completions and
     /// subscriptions in it wait for the plugin (at most

@@ -21,7 +21,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -39,8 +39,10 @@ pub const MAX_SNAPSHOT_ENTRIES: usize = 1_000_000;
 pub const MAX_SNAPSHOT_BYTES: usize = 64 << 20;
 
 /// Snapshot ids, unique in the process, so that a cursor never lands in a
-/// snapshot of another plugin or version.
-static LAST_ID: AtomicU64 = AtomicU64::new(0);
+/// snapshot of another plugin or version; counted from a random start, so
+/// that a cursor from another replica sharing the cursor secret names no
+/// snapshot here (and resumes from the plugin's cursor it carries).
+static LAST_ID: LazyLock<AtomicU64> = LazyLock::new(|| AtomicU64::new(rand::random()));
 
 /// What an entry of a snapshot weighs against [`MAX_SNAPSHOT_BYTES`].
 pub trait Weigh {
@@ -182,7 +184,7 @@ impl<T: Clone + Weigh> Snapshot<T> {
     /// the plugin page `cursor` names.
     fn new(base: usize, cursor: Option<String>, stale: bool) -> Arc<Self> {
         Arc::new(Self {
-            id: LAST_ID.fetch_add(1, Ordering::Relaxed) + 1,
+            id: LAST_ID.fetch_add(1, Ordering::Relaxed).wrapping_add(1),
             started: Instant::now(),
             stale: AtomicBool::new(stale),
             ttl_ms: AtomicU64::new(u64::MAX),
