@@ -2,9 +2,14 @@
 here on loopback, sending each request to the next replica in turn): a
 2026-07-28 client walks a listing whose pages come from three replicas that
 share a cursor secret, and keeps walking while the secret is replaced one
-replica at a time."""
+replica at a time; a 2025-11-25 session stays on its replica, and its walk
+goes on in a new session when that replica dies; a change in the folder the
+replicas share is heard on the streams of each."""
 
 import asyncio
+import contextlib
+import os
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -12,9 +17,10 @@ import urllib.request
 import pytest
 
 from mcp.client.client import Client
+from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
-from conftest import BINARY, PLUGINS, all_resource_uris
+from conftest import BINARY, PLUGINS, ROOT, all_resource_uris
 from idp import free_port
 
 SECRET = "the cursor secret every replica of this test shares\n"
@@ -22,37 +28,20 @@ NEXT_SECRET = "a newer cursor secret, which replaces the first one\n"
 
 
 class Haproxy:
-    """haproxy on a free loopback port, round-robin over `servers` (URLs of
-    resmux's /mcp), each request on its own: one replica, then the next."""
+    """haproxy on a free loopback port with the repository's configuration
+    (deploy/haproxy.cfg) in front of three replicas at `servers` (URLs of
+    resmux's /mcp)."""
 
-    def __init__(self, tmp_path, servers):
+    def __init__(self, servers):
+        assert len(servers) == 3, "deploy/haproxy.cfg names three replicas"
         port = free_port()
-        backends = "\n".join(
-            f"    server replica{n} {url.split('/')[2]}" for n, url in enumerate(servers)
-        )
-        config = tmp_path / "haproxy.cfg"
-        config.write_text(
-            f"""global
-    maxconn 256
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    option http-server-close
-frontend mcp
-    bind 127.0.0.1:{port}
-    default_backend replicas
-backend replicas
-    balance roundrobin
-{backends}
-"""
-        )
+        replicas = {f"RESMUX_REPLICA_{n}": url.split("/")[2] for n, url in enumerate(servers, 1)}
         self.process = subprocess.Popen(
-            ["haproxy", "-db", "-f", str(config)],
+            ["haproxy", "-db", "-f", str(ROOT / "deploy/haproxy.cfg")],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, "RESMUX_LB_LISTEN": f"127.0.0.1:{port}", **replicas},
         )
         self.url = f"http://127.0.0.1:{port}/mcp"
         deadline = time.monotonic() + 20
@@ -76,7 +65,7 @@ backend replicas
 
 
 @pytest.fixture
-def balanced(serve, tmp_path):
+def balanced(serve):
     """Starts replicas with the extra arguments given for each, and haproxy
     in front of them; stops haproxy at the end."""
     started = []
@@ -88,7 +77,7 @@ def balanced(serve, tmp_path):
             replica = serve(args=[*args, "--metrics", metrics])
             replica.metrics = metrics
             replicas.append(replica)
-        proxy = Haproxy(tmp_path, [replica.url for replica in replicas])
+        proxy = Haproxy([replica.url for replica in replicas])
         started.append(proxy)
         return proxy, replicas
 
@@ -162,25 +151,25 @@ def test_a_secret_replaced_in_three_rolling_steps_never_breaks_a_walk(balanced, 
     # Each step is rolled out one replica at a time: while it is, replicas
     # of the step before and of the step serve together.
     for before, after in [(old, new_known), (new_known, new_first), (new_first, new)]:
-        proxy, replicas = balanced(before, after)
+        proxy, replicas = balanced(before, after, before)
         assert len(set(walk(proxy.url))) == 40
-        assert [pages_served(replica) for replica in replicas] == [10, 10]
+        assert sorted(pages_served(replica) for replica in replicas) == [6, 7, 7]
         proxy.stop()
         for replica in replicas:
             replica.stop()
     # Skipping the middle step breaks walks: the replica that seals with the
     # new secret hands out cursors the old one cannot open.
-    proxy, _ = balanced(old, new_first)
+    proxy, _ = balanced(old, new_first, old)
     refused = refused_walk(proxy.url)
     assert "sealed with a secret this server does not hold" in refused.message
 
 
 def test_replicas_without_a_shared_secret_refuse_each_others_cursors(balanced):
-    proxy, replicas = balanced([], [])
+    proxy, replicas = balanced([], [], [])
     refused = refused_walk(proxy.url)
     assert "sealed with a secret this server does not hold" in refused.message
     assert "from a replica with another cursor secret" in refused.message
-    assert [pages_served(replica) for replica in replicas] == [1, 1]
+    assert sorted(pages_served(replica) for replica in replicas) == [0, 1, 1]
 
 
 @pytest.mark.parametrize(
@@ -200,3 +189,83 @@ def test_a_bad_cursor_secret_stops_the_start_with_the_reason(tmp_path, text, rea
     )
     assert started.returncode == 1
     assert f"resmux: cursor secret file {path}: {reason}" in started.stderr, started.stderr
+
+
+def test_a_legacy_session_stays_on_its_replica_and_its_walk_outlives_the_replica(balanced, serve, tmp_path):
+    secret = ["--cursor-secret-file", secret_file(tmp_path, "cursor-secret", SECRET)]
+    proxy, replicas = balanced(secret, secret, secret)
+
+    async def first_pages_then_the_replica_dies():
+        seen, cursor = [], None
+        async with Client(proxy.url, mode="legacy", cache=None) as client:
+            for _ in range(5):
+                page = await client.list_resources(cursor=cursor)
+                seen += [resource.uri for resource in page.resources]
+                cursor = page.next_cursor
+            # Sticky: every page of the session came from one replica.
+            served = [pages_served(replica) for replica in replicas]
+            holder = replicas[served.index(5)]
+            holder.process.kill()
+            holder.process.wait(10)
+            with pytest.raises(MCPError) as lost:
+                await client.list_resources(cursor=cursor)
+        return seen, cursor, served, lost.value, holder
+
+    async def the_rest_in_a_new_session(cursor):
+        async with Client(proxy.url, mode="legacy", cache=None) as client:
+            rest = []
+            while cursor is not None:
+                page = await client.list_resources(cursor=cursor)
+                rest += [resource.uri for resource in page.resources]
+                cursor = page.next_cursor
+            return rest
+
+    seen, cursor, served, lost, holder = asyncio.run(asyncio.wait_for(first_pages_then_the_replica_dies(), 60))
+    assert sorted(served) == [0, 0, 5]
+    # Another replica does not know the session (404): the SDK says so, and
+    # a client opens a new session, as the protocol asks.
+    assert (lost.code, lost.message) == (-32600, "Session terminated")
+    rest = asyncio.run(asyncio.wait_for(the_rest_in_a_new_session(cursor), 60))
+    alone = walk(serve().url)
+    assert seen + rest == alone
+    assert len(set(seen + rest)) == 40
+    survivors = [pages_served(replica) for replica in replicas if replica is not holder]
+    assert sorted(survivors) == [0, 15], "the new session's pages, all from one replica"
+
+
+def test_a_change_in_the_shared_folder_is_heard_on_the_streams_of_every_replica(serve, tmp_path):
+    plugins, data = tmp_path / "plugins", tmp_path / "data"
+    plugins.mkdir()
+    data.mkdir()
+    (data / "a.txt").write_text("first")
+    shutil.copy(PLUGINS / "notes.wasm", plugins / "notes.wasm")
+    shutil.copy(PLUGINS / "files.wasm", plugins / "files.wasm")
+    (plugins / "files.toml").write_text(
+        f'[config]\nroot = "/data"\n[[files]]\nhost = "{data}"\nguest = "/data"\n[changes]\ninterval_ms = 200\n'
+    )
+    replicas = [serve(plugins=plugins) for _ in range(3)]
+
+    async def listen_on_each_then_change():
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(Client(replica.url, mode="auto", cache=None)) for replica in replicas
+            ]
+            streams = [
+                await stack.enter_async_context(
+                    client.listen(resources_list_changed=True, resource_subscriptions=["files://a.txt"])
+                )
+                for client in clients
+            ]
+            shutil.copy(PLUGINS / "conformance.wasm", plugins / "extra.wasm")
+            added = [await anext(stream) for stream in streams]
+            listed = [
+                [uri for uri in await all_resource_uris(client) if uri.startswith("extra://")] for client in clients
+            ]
+            (data / "a.txt").write_text("second")
+            updated = [await anext(stream) for stream in streams]
+            return added, listed, updated
+
+    added, listed, updated = asyncio.run(asyncio.wait_for(listen_on_each_then_change(), 60))
+    assert all(isinstance(event, ResourcesListChanged) for event in added), added
+    assert all("extra://static-text" in uris for uris in listed), listed
+    assert [(type(event), event.uri) for event in updated] == [(ResourceUpdated, "files://a.txt")] * 3
