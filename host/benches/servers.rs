@@ -40,6 +40,12 @@
 //!    < 1 s) and to the first listing that names every scheme of the
 //!    examples, on an empty compile cache and on the warm one; and the wall
 //!    time of `resmux compile` of the examples into an empty cache.
+//! 8. **Replicas** (`replicas`): 64 HTTP clients (2026-07-28 stateless,
+//!    one read in flight each) read `notes` for 60 s
+//!    (`RESMUX_BENCH_REPLICA_SECS`) from one replica, then from three
+//!    behind haproxy with `deploy/haproxy.cfg`, while another plugin of
+//!    each replica's folder is replaced every 100 ms; a failed read stops
+//!    the bench.
 //!
 //! Run everything with `scripts/bench` (installs the Node peers, builds, runs
 //! this). By hand, after `scripts/build` and `npm ci` in `tests/node`:
@@ -57,8 +63,8 @@
 //! the manifests written for it leave out `listing_follows_files`.
 //! `RESMUX_BENCH_READ_ROUNDS` sets the rounds of reads and languages;
 //! `RESMUX_BENCH_LIST_MAX` caps N of the listing walk;
-//! `RESMUX_BENCH_ONLY=reads,languages,listing,memory,restart,idle,cold` runs
-//! only those sections.
+//! `RESMUX_BENCH_ONLY=reads,languages,listing,memory,restart,idle,cold,replicas`
+//! runs only those sections.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::Write;
@@ -159,6 +165,9 @@ fn main() {
         }
         if run("cold") {
             cold(&setup).await;
+        }
+        if run("replicas") {
+            replicas(&setup).await;
         }
     });
 }
@@ -892,13 +901,23 @@ async fn wait_http(server: &Server, address: &str, dialect: Dialect) {
     }
 }
 
-/// Reads from `connections` connections, one request in flight on each.
+/// Reads from `connections` connections, one request in flight on each,
+/// for `run_for` after the warm-up; the CPU time is that of `servers`
+/// together, and a failed read stops the bench with the first one's log.
 async fn drive_http(
-    server: &Server,
+    servers: &[&Server],
     address: &str,
     dialect: Dialect,
     connections: usize,
+    run_for: Duration,
 ) -> Outcome {
+    let server = servers[0];
+    let cpu_time = || {
+        servers
+            .iter()
+            .map(|server| server.cpu_time())
+            .sum::<Duration>()
+    };
     let mut clients = Vec::new();
     for _ in 0..connections {
         match Client::open(address, dialect).await {
@@ -907,8 +926,8 @@ async fn drive_http(
         }
     }
     let measure_from = Instant::now() + WARM_UP;
-    let stop = measure_from + RUN_FOR;
-    let cpu_before = server.cpu_time();
+    let stop = measure_from + run_for;
+    let cpu_before = cpu_time();
     let tasks: Vec<_> = clients
         .into_iter()
         .map(|mut client| {
@@ -946,7 +965,7 @@ async fn drive_http(
             Err(error) => server.fail(format!("a read failed: {error}")),
         }
     }
-    let cpu = server.cpu_time() - cpu_before;
+    let cpu = cpu_time() - cpu_before;
     Outcome::new(latencies, last - measure_from, cpu, answered)
 }
 
@@ -957,7 +976,7 @@ async fn bench_http(
     connections: usize,
 ) -> Outcome {
     wait_http(&server, address, dialect).await;
-    let outcome = drive_http(&server, address, dialect, connections).await;
+    let outcome = drive_http(&[&server], address, dialect, connections, RUN_FOR).await;
     server.stop().await;
     outcome
 }
@@ -2075,6 +2094,146 @@ async fn cold(setup: &Setup) {
             "\n`resmux compile target/plugins` into an empty cache: {:.1} s",
             compile.as_secs_f64()
         );
+    }
+    println!();
+}
+
+// -------------------------------------------------------------- replicas
+
+/// Clients of the replicas case, one keep-alive connection and one read in
+/// flight each.
+const REPLICA_CLIENTS: usize = 64;
+/// How long the replicas case reads, unless `RESMUX_BENCH_REPLICA_SECS`.
+const REPLICA_RUN: Duration = Duration::from_secs(60);
+/// How often a plugin is swapped in each replica's folder.
+const SWAP_EVERY: Duration = Duration::from_millis(100);
+
+/// A replica's folder: the examples' `notes`, read by the clients, and
+/// `swapped`, replaced every [`SWAP_EVERY`] by the other of two components.
+fn replica_folder(resmux: &Resmux) -> TempDir {
+    let folder = temp_dir();
+    copy(
+        &resmux.plugin("notes.wasm"),
+        &folder.path().join("notes.wasm"),
+    );
+    copy(
+        &resmux.plugin("notes.wasm"),
+        &folder.path().join("swapped.wasm"),
+    );
+    folder
+}
+
+/// Replaces `swapped.wasm` in each folder every [`SWAP_EVERY`] (written
+/// aside, then renamed over it, as an operator's deploy does) until `stop`;
+/// how many swaps were made.
+async fn swap_until(resmux: &Resmux, folders: &[PathBuf], stop: Instant) -> usize {
+    let versions = [
+        resmux.plugin("conformance.wasm"),
+        resmux.plugin("notes.wasm"),
+    ];
+    let mut swaps = 0;
+    let mut ticks = tokio::time::interval(SWAP_EVERY);
+    while Instant::now() < stop {
+        ticks.tick().await;
+        for folder in folders {
+            let aside = folder.join(".swapped.wasm.new");
+            copy(&versions[swaps % 2], &aside);
+            std::fs::rename(&aside, folder.join("swapped.wasm")).unwrap();
+        }
+        swaps += 1;
+    }
+    swaps
+}
+
+/// haproxy with `deploy/haproxy.cfg` at `listen`, in front of `replicas`.
+fn haproxy(root: &Path, listen: &str, replicas: &[String]) -> Server {
+    let mut command = std::process::Command::new("haproxy");
+    command
+        .args(["-db", "-f"])
+        .arg(root.join("deploy/haproxy.cfg"))
+        .env("RESMUX_LB_LISTEN", listen);
+    for (n, replica) in replicas.iter().enumerate() {
+        command.env(format!("RESMUX_REPLICA_{}", n + 1), replica);
+    }
+    Server::start(command, Stdio::null())
+}
+
+/// One case of the replicas section: `count` replicas, behind haproxy when
+/// more than one, read from while plugins are swapped in each.
+async fn replicas_case(setup: &Setup, count: usize, run_for: Duration) -> (Outcome, usize) {
+    let resmux = setup.resmux();
+    let folders: Vec<TempDir> = (0..count).map(|_| replica_folder(resmux)).collect();
+    let addresses: Vec<String> = (0..count)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let servers: Vec<Server> = folders
+        .iter()
+        .zip(&addresses)
+        .map(|(folder, address)| {
+            let command = resmux.serve(folder.path(), resmux.cache.path(), &["--http", address]);
+            Server::start(command, Stdio::null())
+        })
+        .collect();
+    let dialect = Dialect::Stateless("notes://notes/welcome");
+    for (server, address) in servers.iter().zip(&addresses) {
+        wait_http(server, address, dialect).await;
+    }
+    let balancer = (count > 1).then(|| {
+        let listen = format!("127.0.0.1:{}", free_port());
+        (haproxy(&setup.root, &listen, &addresses), listen)
+    });
+    let address = match &balancer {
+        Some((server, listen)) => {
+            wait_http(server, listen, dialect).await;
+            listen.clone()
+        }
+        None => addresses[0].clone(),
+    };
+    let paths: Vec<PathBuf> = folders.iter().map(|folder| folder.path().into()).collect();
+    let stop = Instant::now() + WARM_UP + run_for;
+    let swapping = swap_until(resmux, &paths, stop);
+    let replicas: Vec<&Server> = servers.iter().collect();
+    let reading = drive_http(&replicas, &address, dialect, REPLICA_CLIENTS, run_for);
+    let (outcome, swaps) = tokio::join!(reading, swapping);
+    if let Some((server, _)) = balancer {
+        server.stop().await;
+    }
+    for server in servers {
+        server.stop().await;
+    }
+    (outcome, swaps)
+}
+
+async fn replicas(setup: &Setup) {
+    let run_for = std::env::var("RESMUX_BENCH_REPLICA_SECS")
+        .ok()
+        .and_then(|secs| secs.parse().ok())
+        .map_or(REPLICA_RUN, Duration::from_secs);
+    setup.resmux().fill_cache().await;
+    let mut rows = Vec::new();
+    for count in [1, 3] {
+        progress(&format!(
+            "replicas: {count}, swapping a plugin every 100 ms"
+        ));
+        rows.push((count, replicas_case(setup, count, run_for).await));
+    }
+    println!(
+        "## Replicas: {REPLICA_CLIENTS} HTTP clients reading `notes://notes/welcome` \
+         (2026-07-28 stateless) for {} s while `swapped.wasm` is replaced every 100 ms \
+         in each replica's folder; a failed read stops the bench\n",
+        run_for.as_secs()
+    );
+    println!(
+        "| replicas | reads/s | p50 µs | p99 µs | CPU µs/read (replicas) | swaps per replica |\n\
+         |---|--:|--:|--:|--:|--:|"
+    );
+    for (count, (outcome, swaps)) in rows {
+        let how = if count == 1 {
+            "1, no balancer".to_owned()
+        } else {
+            format!("{count}, behind haproxy (deploy/haproxy.cfg)")
+        };
+        println!("| {how} | {} | {swaps} |", outcome.cells());
     }
     println!();
 }

@@ -8,7 +8,9 @@ replicas share is heard on the streams of each."""
 
 import asyncio
 import contextlib
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -17,14 +19,17 @@ import urllib.request
 import pytest
 
 from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import BINARY, PLUGINS, ROOT, all_resource_uris
+from conftest import BINARY, PLUGINS, ROOT, all_resource_uris, logged
 from idp import free_port
 
 SECRET = "the cursor secret every replica of this test shares\n"
 NEXT_SECRET = "a newer cursor secret, which replaces the first one\n"
+CAROL = "carol-token-0123456789abcdef"
 
 
 class Haproxy:
@@ -269,3 +274,98 @@ def test_a_change_in_the_shared_folder_is_heard_on_the_streams_of_every_replica(
     assert all(isinstance(event, ResourcesListChanged) for event in added), added
     assert all("extra://static-text" in uris for uris in listed), listed
     assert [(type(event), event.uri) for event in updated] == [(ResourceUpdated, "files://a.txt")] * 3
+
+
+class Redis:
+    """Debian's redis-server on a free loopback port, keeping nothing on
+    disk."""
+
+    def __init__(self, port=None):
+        self.port = port or free_port()
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while self.cli("PING") != "PONG":
+            assert self.process.poll() is None, "redis-server runs"
+            assert time.monotonic() < deadline, "redis-server answers within 20 s"
+            time.sleep(0.05)
+
+    def cli(self, *command):
+        answered = subprocess.run(
+            ["redis-cli", "-p", str(self.port), *command], capture_output=True, text=True, timeout=10
+        )
+        return answered.stdout.strip()
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def redis():
+    started = []
+
+    def start(port=None):
+        store = Redis(port)
+        started.append(store)
+        return store
+
+    yield start
+    for store in started:
+        store.stop()
+
+
+def store_errors(replica):
+    with urllib.request.urlopen(f"http://{replica.metrics}/metrics", timeout=10) as response:
+        exposition = response.read().decode()
+    return float(re.search(r"^resmux_rate_limit_store_errors_total (\S+)$", exposition, re.MULTILINE).group(1))
+
+
+def test_replicas_sharing_redis_hold_a_client_to_one_limit_and_serve_on_without_it(balanced, redis, tmp_path):
+    store = redis()
+    tokens = tmp_path / "tokens.toml"
+    carol = hashlib.sha256(CAROL.encode()).hexdigest()
+    tokens.write_text(f'[clients.carol]\ntoken_sha256 = "{carol}"\nschemes = ["notes"]\nreads_per_minute = 6\n')
+    shared = ["--tokens", str(tokens), "--redis", f"redis://127.0.0.1:{store.port}/"]
+    proxy, replicas = balanced(shared, shared, shared)
+
+    async def read_until_refused(most):
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {CAROL}"})
+        async with Client(streamable_http_client(proxy.url, http_client=http), mode="auto", cache=None) as client:
+            for taken in range(most):
+                try:
+                    await client.read_resource("notes://notes/welcome")
+                except MCPError as refused:
+                    return taken, refused
+            return most, None
+
+    # Six reads across three replicas: the seventh is refused, on whichever
+    # replica it lands, with the limit named.
+    taken, refused = asyncio.run(asyncio.wait_for(read_until_refused(20), 60))
+    assert taken == 6, refused
+    assert refused.code == -32029
+    assert "client carol exceeded its rate limit of 6 reads per minute; retry in" in refused.message
+    assert [store_errors(replica) for replica in replicas] == [0, 0, 0]
+
+    # The store goes away: reads go on, each replica holding carol to the
+    # whole limit on its own (they had counted nothing themselves), and
+    # each says so once.
+    store.stop()
+    taken, refused = asyncio.run(asyncio.wait_for(read_until_refused(3), 60))
+    assert (taken, refused) == (3, None)
+    assert all(store_errors(replica) >= 1 for replica in replicas)
+    for replica in replicas:
+        assert logged(replica, "the rate limit store does not answer")
+
+    # Back on the same address, the store is asked again and shared again.
+    store = redis(store.port)
+    deadline = time.monotonic() + 30
+    while not all(any("shared by the replicas again" in line for line in replica.log) for replica in replicas):
+        assert time.monotonic() < deadline, "every replica uses the store again within 30 s"
+        asyncio.run(asyncio.wait_for(read_until_refused(3), 60))
+        time.sleep(0.2)
+    assert store.cli("EXISTS", "resmux:reads:carol") == "1"

@@ -19,12 +19,12 @@ pub mod audit;
 pub mod oauth;
 pub mod policy;
 pub mod principal;
+pub mod shared_limits;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use governor::clock::{Clock, DefaultClock};
@@ -35,6 +35,7 @@ use sha2::{Digest, Sha256};
 pub use self::oauth::{Refusal, ResourceServer};
 use self::policy::{AccessPolicy, SchemeGrant};
 use self::principal::Principal;
+use self::shared_limits::SharedLimits;
 use crate::namespace::Scope;
 
 /// What the name of an issuer's client starts with, before its subject;
@@ -54,7 +55,10 @@ pub struct Client {
 
 struct ReadLimit {
     per_minute: NonZeroU32,
+    /// This replica's own count: the limit when no store is shared, or
+    /// while the shared one does not answer.
     limiter: DefaultDirectRateLimiter,
+    shared: Option<Arc<SharedLimits>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -97,20 +101,32 @@ impl Client {
         }
     }
 
-    /// Takes one read from the client's rate limit, or says when to retry.
-    pub fn admit_read(&self) -> Result<(), String> {
+    /// Takes one read from the client's rate limit, shared by the replicas
+    /// when they share a store, or says when to retry.
+    pub async fn admit_read(&self) -> Result<(), String> {
         let Some(limit) = &self.reads else {
             return Ok(());
         };
-        limit.limiter.check().map_err(|not_until| {
-            let wait: Duration = not_until.wait_time_from(DefaultClock::default().now());
-            format!(
+        let shared = match &limit.shared {
+            Some(store) => store.take(&self.name, limit.per_minute).await,
+            None => None,
+        };
+        let wait = shared.unwrap_or_else(|| {
+            limit
+                .limiter
+                .check()
+                .err()
+                .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+        });
+        match wait {
+            None => Ok(()),
+            Some(wait) => Err(format!(
                 "client {} exceeded its rate limit of {} reads per minute; retry in {} ms",
                 self.name,
                 limit.per_minute,
                 wait.as_millis().max(1)
-            )
-        })
+            )),
+        }
     }
 }
 
@@ -304,8 +320,9 @@ struct ListedClient {
 
 impl AccessList {
     /// Reads a tokens file; relative secret files are taken from its folder.
-    /// Tokens are hashed at once; the plain tokens are not kept.
-    pub fn read(path: &Path) -> Result<Self> {
+    /// Tokens are hashed at once; the plain tokens are not kept. Rate limits
+    /// are taken from `shared`, when replicas share one.
+    pub fn read(path: &Path, shared: Option<&Arc<SharedLimits>>) -> Result<Self> {
         let file: TokensFile = crate::toml_file::read(path, "tokens file")?;
         let base = path.parent().unwrap_or(Path::new("."));
         let mut clients: Vec<ListedClient> = Vec::new();
@@ -328,6 +345,7 @@ impl AccessList {
                 Arc::new(ReadLimit {
                     per_minute,
                     limiter: RateLimiter::direct(Quota::per_minute(per_minute)),
+                    shared: shared.cloned(),
                 })
             });
             clients.push(ListedClient {

@@ -22,6 +22,7 @@ use clap::{Args as ClapArgs, Parser, Subcommand};
 use tokio::task::JoinHandle;
 
 use resmux::access::audit::AuditLog;
+use resmux::access::shared_limits::SharedLimits;
 use resmux::access::{AccessList, Admission, ResourceServer};
 use resmux::catalog::{self, Loading, startup};
 use resmux::namespace::cursor::{self, CursorSeal};
@@ -58,6 +59,10 @@ pub struct Args {
 }
 
 #[derive(Subcommand)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once when resmux starts; boxing `serve`'s flags would only obscure them"
+)]
 pub enum Command {
     /// Serve the plugin folder over MCP: on stdin/stdout, or over Streamable
     /// HTTP at /mcp with --http.
@@ -85,6 +90,12 @@ pub enum Command {
         /// to whoever reaches the address.
         #[arg(long, env = "RESMUX_TOKENS", requires = "http")]
         tokens: Option<PathBuf>,
+        /// A Redis (`redis://HOST:PORT/DB`) where replicas share the tokens
+        /// file's rate limits, so that a client's `reads_per_minute` holds
+        /// for all of them together. While it does not answer, each replica
+        /// holds clients to their limit on its own.
+        #[arg(long, env = "RESMUX_REDIS", requires = "tokens")]
+        redis: Option<String>,
         /// An auth file whose `[oauth]` table makes resmux an OAuth 2.1
         /// resource server: access tokens of that issuer, for this server,
         /// let clients in (beside the tokens file's, if both are given).
@@ -409,6 +420,7 @@ pub async fn run(command: Command) -> Result<()> {
             allowed_origins,
             no_tools,
             tokens,
+            redis,
             auth,
             access_policy,
             max_connections,
@@ -431,8 +443,18 @@ pub async fn run(command: Command) -> Result<()> {
                 .as_deref()
                 .map(transport::read_metrics_token)
                 .transpose()?;
-            let access = admission(tokens.as_deref(), auth.as_deref(), access_policy.as_deref())?
+            let shared_limits = redis
+                .as_deref()
+                .map(SharedLimits::open)
+                .transpose()?
                 .map(Arc::new);
+            let access = admission(
+                tokens.as_deref(),
+                auth.as_deref(),
+                access_policy.as_deref(),
+                shared_limits.as_ref(),
+            )?
+            .map(Arc::new);
             if let Some(oauth) = access.as_ref().and_then(|access| access.oauth.as_ref()) {
                 oauth.prefetch_keys();
             }
@@ -525,6 +547,7 @@ fn admission(
     tokens: Option<&Path>,
     auth: Option<&Path>,
     access_policy: Option<&Path>,
+    shared_limits: Option<&Arc<SharedLimits>>,
 ) -> Result<Option<Admission>> {
     if tokens.is_none() && auth.is_none() {
         if let Some(path) = access_policy {
@@ -535,7 +558,9 @@ fn admission(
         }
         return Ok(None);
     }
-    let tokens = tokens.map(AccessList::read).transpose()?;
+    let tokens = tokens
+        .map(|tokens| AccessList::read(tokens, shared_limits))
+        .transpose()?;
     let oauth = auth.map(ResourceServer::read).transpose()?;
     Admission::new(tokens, oauth, access_policy).map(Some)
 }

@@ -73,11 +73,13 @@ pub fn run(command: PolicyCommand) -> Result<()> {
             action,
             uri,
         } => {
-            let admission =
-                super::admission(tokens.as_deref(), auth.as_deref(), access_policy.as_deref())?
-                    .context(
-                        "give the tokens file (--tokens) or the auth file (--auth) the server uses",
-                    )?;
+            let admission = super::admission(
+                tokens.as_deref(),
+                auth.as_deref(),
+                access_policy.as_deref(),
+                None,
+            )?
+            .context("give the tokens file (--tokens) or the auth file (--auth) the server uses")?;
             let client = admission.client_named(
                 &principal,
                 groups.into_iter().collect::<BTreeSet<_>>(),

@@ -102,7 +102,7 @@ impl ResmuxServer {
     /// log either way.
     async fn read(&self, client: &Client, uri: &str, via: &str) -> Result<Read, ReadRefusal> {
         let mut verdict = None;
-        let outcome = match client.admit_read() {
+        let outcome = match client.admit_read().await {
             Err(refusal) => {
                 crate::telemetry::metrics()
                     .rate_limited

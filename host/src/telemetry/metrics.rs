@@ -64,6 +64,8 @@ pub struct Metrics {
     pub rate_limited: Family<ClientLabel, Counter>,
     /// Audit lines that could not be written.
     pub audit_write_failures: Counter,
+    /// Reads whose shared rate limit store did not answer.
+    pub rate_limit_store_errors: Counter,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -280,6 +282,12 @@ impl Metrics {
             audit_write_failures: add.metric(
                 "resmux_audit_write_failures",
                 "Audit log lines that could not be written",
+                None,
+                Counter::default(),
+            ),
+            rate_limit_store_errors: add.metric(
+                "resmux_rate_limit_store_errors",
+                "Reads whose rate limit the store shared by replicas did not answer (the replica decided alone)",
                 None,
                 Counter::default(),
             ),
