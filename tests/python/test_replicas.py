@@ -4,7 +4,10 @@ here on loopback, sending each request to the next replica in turn): a
 share a cursor secret, and keeps walking while the secret is replaced one
 replica at a time; a 2025-11-25 session stays on its replica, and its walk
 goes on in a new session when that replica dies; a change in the folder the
-replicas share is heard on the streams of each."""
+replicas share is heard on the streams of each; a client's rate limit holds
+for all replicas together through Debian's redis-server, and serving goes
+on without it; an OAuth issuer's tokens (oidc-provider) and the Cedar access
+policy decide alike on each replica."""
 
 import asyncio
 import contextlib
@@ -24,7 +27,8 @@ from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import BINARY, PLUGINS, ROOT, all_resource_uris, logged
+from conftest import BINARY, INITIALIZE, PLUGINS, ROOT, all_resource_uris, logged, post
+from test_policy import POLICY
 from idp import free_port
 
 SECRET = "the cursor secret every replica of this test shares\n"
@@ -37,9 +41,9 @@ class Haproxy:
     (deploy/haproxy.cfg) in front of three replicas at `servers` (URLs of
     resmux's /mcp)."""
 
-    def __init__(self, servers):
+    def __init__(self, servers, port=None):
         assert len(servers) == 3, "deploy/haproxy.cfg names three replicas"
-        port = free_port()
+        port = port or free_port()
         replicas = {f"RESMUX_REPLICA_{n}": url.split("/")[2] for n, url in enumerate(servers, 1)}
         self.process = subprocess.Popen(
             ["haproxy", "-db", "-f", str(ROOT / "deploy/haproxy.cfg")],
@@ -125,6 +129,11 @@ def refused_walk(url):
         raise AssertionError("the walk ended without an error")
 
     return asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def post_initialize_with(url, token):
+    """POSTs a 2025-11-25 `initialize` with `token` as the bearer."""
+    return post(url, INITIALIZE, {"Authorization": f"Bearer {token}"})
 
 
 def secret_file(tmp_path, name, text):
@@ -369,3 +378,41 @@ def test_replicas_sharing_redis_hold_a_client_to_one_limit_and_serve_on_without_
         asyncio.run(asyncio.wait_for(read_until_refused(3), 60))
         time.sleep(0.2)
     assert store.cli("EXISTS", "resmux:reads:carol") == "1"
+
+
+def test_an_issuers_tokens_and_the_access_policy_decide_alike_on_every_replica(serve, tmp_path, provider_and_resource):
+    """Clients reach the replicas at the balancer's address, the resource
+    the issuer's tokens are for."""
+    provider, resource = provider_and_resource
+    policy = tmp_path / "access.cedar"
+    policy.write_text(POLICY)
+    auth = tmp_path / "auth.toml"
+    auth.write_text(f'[oauth]\nissuer = "{provider.issuer}"\nresource = "{resource}"\nscopes = ["mcp:read"]\n')
+    secret = secret_file(tmp_path, "cursor-secret", SECRET)
+    args = ["--auth", str(auth), "--access-policy", str(policy), "--cursor-secret-file", secret]
+    replicas = [serve(args=args) for _ in range(3)]
+    proxy = Haproxy([replica.url for replica in replicas], port=int(resource.rsplit(":", 1)[1].split("/")[0]))
+    try:
+
+        async def listing(client):
+            token = provider.token(client, "mcp:read", resource)
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            async with Client(streamable_http_client(proxy.url, http_client=http), mode="auto", cache=None) as session:
+                return await all_resource_uris(session)
+
+        # Three pages, each from the next replica, each filtered alike.
+        assert asyncio.run(asyncio.wait_for(listing("reader"), 60)) == [
+            "files://guides/authors.md",
+            "notes://notes/welcome",
+            "notes://notes/paths",
+            "notes://notes/errors",
+            "notes://notes/pagination",
+        ]
+        assert asyncio.run(asyncio.wait_for(listing("auditor"), 60)) == []
+        guest = provider.token("guest", "mcp:other", resource)
+        for replica in replicas:
+            status, headers, body = post_initialize_with(replica.url, guest)
+            assert status == 403, body
+            assert 'error="insufficient_scope"' in headers["WWW-Authenticate"]
+    finally:
+        proxy.stop()
