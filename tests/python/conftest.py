@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -145,6 +146,24 @@ def serve():
     yield start
     for server in started:
         server.kill()
+
+
+@pytest.fixture
+def live_folder(tmp_path):
+    """A plugin folder with `notes`, and `files` serving a data folder
+    holding `a.txt` (its change report asked for every 200 ms): the
+    folder and the data folder."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("first")
+    shutil.copy(PLUGINS / "notes.wasm", plugins / "notes.wasm")
+    shutil.copy(PLUGINS / "files.wasm", plugins / "files.wasm")
+    (plugins / "files.toml").write_text(
+        f'[config]\nroot = "/data"\n[[files]]\nhost = "{data}"\nguest = "/data"\n[changes]\ninterval_ms = 200\n'
+    )
+    return plugins, data
 
 
 @pytest.fixture

@@ -45,6 +45,13 @@ def test_the_replicas_are_locked_down_and_kept_available():
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    # Secret files belong to root and the pod's fsGroup: resmux reads its
+    # cursor secret through the group.
+    (secret,) = [volume["secret"] for volume in pod["spec"]["volumes"] if "secret" in volume]
+    assert secret["defaultMode"] & 0o040
+    assert pod["spec"]["securityContext"]["fsGroup"] == pod["spec"]["securityContext"]["runAsGroup"]
+    # Every connection comes from the balancer.
+    assert "--max-connections-per-source=2048" in container["args"]
     assert set(container["resources"]) == {"requests", "limits"}
     budget = resmux["PodDisruptionBudget"]["spec"]
     assert budget["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
@@ -92,8 +99,11 @@ def test_the_replicas_and_haproxy_run_as_the_manifests_say(serve, tmp_path):
             with urllib.request.urlopen(f"http://{replica.metrics}{path}", timeout=30) as answered:
                 assert answered.status == 200, (probe, path)
     (haproxy,) = manifests("haproxy.yaml")["Deployment"]["spec"]["template"]["spec"]["containers"]
-    environment = {variable["name"]: variable["value"] for variable in haproxy["env"]}
-    assert sorted(environment) == ["RESMUX_LB_LISTEN", *[f"RESMUX_REPLICA_{n}" for n in (1, 2, 3)]]
+    environment = {variable["name"]: variable.get("value") for variable in haproxy["env"]}
+    assert sorted(environment) == ["NAMESPACE", "RESMUX_LB_LISTEN", *[f"RESMUX_REPLICA_{n}" for n in (1, 2, 3)]]
+    for n in (1, 2, 3):
+        # In full: haproxy's own resolver applies no search domains.
+        assert environment[f"RESMUX_REPLICA_{n}"] == f"resmux-{n - 1}.resmux.$(NAMESPACE).svc.cluster.local:8080"
     proxy = Haproxy([replica.url for replica in replicas])
 
     async def walk():

@@ -19,28 +19,13 @@ from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from conftest import MODERN_META, PLUGINS, all_resource_uris
 
 
-@pytest.fixture
-def folder(tmp_path):
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "a.txt").write_text("first")
-    shutil.copy(PLUGINS / "notes.wasm", plugins / "notes.wasm")
-    shutil.copy(PLUGINS / "files.wasm", plugins / "files.wasm")
-    (plugins / "files.toml").write_text(
-        f'[config]\nroot = "/data"\n[[files]]\nhost = "{data}"\nguest = "/data"\n[changes]\ninterval_ms = 200\n'
-    )
-    return plugins, data
-
-
 def rewrite(path: Path, text: str):
     time.sleep(0.02)
     path.write_text(text)
 
 
-def test_a_listener_hears_of_plugins_and_of_its_file(serve, folder):
-    plugins, data = folder
+def test_a_listener_hears_of_plugins_and_of_its_file(serve, live_folder):
+    plugins, data = live_folder
     server = serve(plugins=plugins)
 
     async def scenario():
@@ -70,8 +55,8 @@ def test_a_listener_hears_of_plugins_and_of_its_file(serve, folder):
 
 
 @pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
-def test_a_legacy_session_hears_on_its_stream(serve, folder):
-    plugins, data = folder
+def test_a_legacy_session_hears_on_its_stream(serve, live_folder):
+    plugins, data = live_folder
     server = serve(plugins=plugins)
     heard = asyncio.Queue()
 
@@ -124,8 +109,8 @@ def test_an_mcp_name_that_does_not_match_the_body_is_refused(server):
     assert status == 200 and "Welcome" in body
 
 
-def test_a_client_that_drops_its_stream_leaves_the_server_serving(serve, folder):
-    plugins, data = folder
+def test_a_client_that_drops_its_stream_leaves_the_server_serving(serve, live_folder):
+    plugins, data = live_folder
     server = serve(plugins=plugins)
     host, port = server.url.split("//")[1].split("/")[0].split(":")
     listen = json.dumps(

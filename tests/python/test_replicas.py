@@ -95,13 +95,17 @@ def balanced(serve):
         proxy.stop()
 
 
+def exposition(replica):
+    """What `replica`'s metrics listener exposes."""
+    with urllib.request.urlopen(f"http://{replica.metrics}/metrics", timeout=10) as response:
+        return response.read().decode()
+
+
 def pages_served(replica):
     """How many `resources/list` requests `replica` answered."""
-    with urllib.request.urlopen(f"http://{replica.metrics}/metrics", timeout=10) as response:
-        exposition = response.read().decode()
     return sum(
         float(line.rsplit(" ", 1)[1])
-        for line in exposition.splitlines()
+        for line in exposition(replica).splitlines()
         if line.startswith("resmux_client_requests_total{") and 'mcp_method_name="resources/list"' in line
     )
 
@@ -247,16 +251,8 @@ def test_a_legacy_session_stays_on_its_replica_and_its_walk_outlives_the_replica
     assert sorted(survivors) == [0, 15], "the new session's pages, all from one replica"
 
 
-def test_a_change_in_the_shared_folder_is_heard_on_the_streams_of_every_replica(serve, tmp_path):
-    plugins, data = tmp_path / "plugins", tmp_path / "data"
-    plugins.mkdir()
-    data.mkdir()
-    (data / "a.txt").write_text("first")
-    shutil.copy(PLUGINS / "notes.wasm", plugins / "notes.wasm")
-    shutil.copy(PLUGINS / "files.wasm", plugins / "files.wasm")
-    (plugins / "files.toml").write_text(
-        f'[config]\nroot = "/data"\n[[files]]\nhost = "{data}"\nguest = "/data"\n[changes]\ninterval_ms = 200\n'
-    )
+def test_a_change_in_the_shared_folder_is_heard_on_the_streams_of_every_replica(serve, live_folder):
+    plugins, data = live_folder
     replicas = [serve(plugins=plugins) for _ in range(3)]
 
     async def listen_on_each_then_change():
@@ -329,9 +325,9 @@ def redis():
 
 
 def store_errors(replica):
-    with urllib.request.urlopen(f"http://{replica.metrics}/metrics", timeout=10) as response:
-        exposition = response.read().decode()
-    return float(re.search(r"^resmux_rate_limit_store_errors_total (\S+)$", exposition, re.MULTILINE).group(1))
+    """How often the rate limit store did not answer `replica`."""
+    found = re.search(r"^resmux_rate_limit_store_errors_total (\S+)$", exposition(replica), re.MULTILINE)
+    return float(found.group(1))
 
 
 def test_replicas_sharing_redis_hold_a_client_to_one_limit_and_serve_on_without_it(balanced, redis, tmp_path):

@@ -2,7 +2,9 @@
 //! for every revision from 2024-11-05 to 2026-07-28, and for input that is
 //! malformed. Every line the server writes must be a JSON-RPC message.
 
-use resmux_tests::{RawServer, SPIN_LIMIT, error_message, liar_and_notes, notes_and_fixtures};
+use resmux_tests::{
+    Folder, RawServer, SPIN_LIMIT, error_message, liar_and_notes, notes_and_fixtures,
+};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -112,6 +114,38 @@ async fn the_2026_era_discovers_and_gets_caching_fields() {
         json!(["1", "123"])
     );
     server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_page_with_a_cursor_is_kept_for_at_most_half_the_time_its_cursor_surely_opens() {
+    let folder = Folder::new();
+    folder.plugin("notes", "notes");
+    let args = ["--page-size", "2", "--cursor-rotation", "60"];
+    let mut server = RawServer::start(folder.path(), &args).unwrap();
+    let mut cursor = None;
+    let mut ttls = Vec::new();
+    loop {
+        let params = cursor.map_or(json!({}), |cursor| json!({ "cursor": cursor }));
+        let page = server
+            .modern_request("resources/list", params)
+            .await
+            .unwrap();
+        let next = page["result"]["nextCursor"].as_str().map(str::to_owned);
+        ttls.push((next.is_some(), page["result"]["ttlMs"].clone()));
+        let Some(next) = next else { break };
+        cursor = Some(next);
+    }
+    // notes says 60 s; a cursor sealed now opens for at least one rotation
+    // (60 s), and a page keeps it for half of that.
+    let (with_cursor, last) = ttls.split_at(ttls.len() - 1);
+    assert!(!with_cursor.is_empty(), "{ttls:?}");
+    assert!(
+        with_cursor
+            .iter()
+            .all(|page| *page == (true, json!(30_000))),
+        "{ttls:?}"
+    );
+    assert_eq!(last, [(false, json!(60_000))], "{ttls:?}");
 }
 
 #[tokio::test]

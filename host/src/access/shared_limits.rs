@@ -2,12 +2,14 @@
 //! each tokens-file client's `reads_per_minute` holds for all replicas
 //! together, not for each. One Lua script takes a read atomically in the
 //! store (GCRA, the algorithm governor uses for the limit of one replica,
-//! with the same burst: a minute's reads), on Redis's clock, so replicas'
-//! clocks need not agree.
+//! with the same burst: a minute's reads, in µs), on Redis's clock, so
+//! replicas' clocks need not agree. Redis 5 or later (scripts replicated by
+//! their effects, so they may read the clock).
 //!
 //! The store is a convenience, never a dependency: when it cannot answer
 //! within [`STORE_PATIENCE`], each replica holds the client to its own
-//! limit (so the replicas together admit up to their number times it), says
+//! limit (so the replicas together admit about their number times it, on
+//! top of what the store had admitted), says
 //! so once in the log and in `resmux_rate_limit_store_errors`, asks the
 //! store again after [`RETRY_AFTER`], and says so once it answers again.
 
@@ -25,18 +27,19 @@ const STORE_PATIENCE: Duration = Duration::from_millis(250);
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// GCRA: KEYS[1] holds the theoretical arrival time of the client's next
-/// read, in ms on Redis's clock. ARGV[1] is the ms one read costs, ARGV[2]
-/// the ms of reads a client may run ahead (the burst). Returns 0 when the
-/// read is taken, else the ms to wait.
+/// read, in µs on Redis's clock (below 2^53, so exact in Lua's doubles).
+/// ARGV[1] is the µs one read costs, ARGV[2] the µs of reads a client may
+/// run ahead (the burst). Returns 0 when the read is taken, else the ms to
+/// wait.
 const TAKE_A_READ: &str = r"
 local now = redis.call('TIME')
-now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+now = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local cost, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
 local due = math.max(tonumber(redis.call('GET', KEYS[1]) or now), now) + cost
 if due - now > burst then
-    return math.max(due - now - burst, 1)
+    return math.max(math.ceil((due - now - burst) / 1000), 1)
 end
-redis.call('SET', KEYS[1], due, 'PX', due - now)
+redis.call('SET', KEYS[1], string.format('%.0f', due), 'PX', math.ceil((due - now) / 1000))
 return 0
 ";
 
@@ -51,11 +54,11 @@ pub struct SharedLimits {
 }
 
 impl SharedLimits {
-    /// The store at `url` (`redis://HOST:PORT/DB`, with `rediss://` for
-    /// TLS); nothing is sent until the first read.
+    /// The store at `url` (`redis://[:PASSWORD@]HOST:PORT/DB`); nothing is
+    /// sent until the first read.
     pub fn open(url: &str) -> Result<Self> {
-        let client = redis::Client::open(url)
-            .with_context(|| "the Redis address given to --redis is not a redis:// URL")?;
+        let client =
+            redis::Client::open(url).context("--redis takes redis://[:PASSWORD@]HOST:PORT/DB")?;
         let address = client.get_connection_info().addr().to_string();
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(STORE_PATIENCE))
@@ -78,11 +81,11 @@ impl SharedLimits {
         if self.still_resting() {
             return None;
         }
-        let cost_ms = (60_000 / u64::from(per_minute.get())).max(1);
-        let burst_ms = cost_ms * u64::from(per_minute.get());
+        let cost_us = (60_000_000 / u64::from(per_minute.get())).max(1);
+        let burst_us = cost_us * u64::from(per_minute.get());
         let mut connection = self.connection.clone();
         let mut invocation = self.script.key(format!("resmux:reads:{client}"));
-        invocation.arg(cost_ms).arg(burst_ms);
+        invocation.arg(cost_us).arg(burst_us);
         let answer: Result<u64, String> =
             tokio::time::timeout(STORE_PATIENCE, invocation.invoke_async(&mut connection))
                 .await

@@ -90,11 +90,16 @@ pub enum Command {
         /// to whoever reaches the address.
         #[arg(long, env = "RESMUX_TOKENS", requires = "http")]
         tokens: Option<PathBuf>,
-        /// A Redis (`redis://HOST:PORT/DB`) where replicas share the tokens
+        /// A Redis (`redis://[:PASSWORD@]HOST:PORT/DB`, 5 or later) where replicas share the tokens
         /// file's rate limits, so that a client's `reads_per_minute` holds
         /// for all of them together. While it does not answer, each replica
         /// holds clients to their limit on its own.
-        #[arg(long, env = "RESMUX_REDIS", requires = "tokens")]
+        #[arg(
+            long,
+            env = "RESMUX_REDIS",
+            requires = "tokens",
+            hide_env_values = true
+        )]
         redis: Option<String>,
         /// An auth file whose `[oauth]` table makes resmux an OAuth 2.1
         /// resource server: access tokens of that issuer, for this server,
@@ -146,9 +151,11 @@ pub enum Command {
         /// given in the environment, where `ps` does not show it.
         #[arg(long, env = "RESMUX_CURSOR_SECRET", hide_env_values = true)]
         cursor_secret: Option<String>,
-        /// Seconds between changes of the key derived from the cursor secret:
-        /// a cursor opens for one to two of these.
-        #[arg(long, default_value_t = cursor::DEFAULT_ROTATION.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+        /// Seconds between changes of the key derived from the cursor secret
+        /// (60 or more, the same on every replica): a cursor opens for one
+        /// to two of these, and a listing page with a cursor is kept for at
+        /// most half of one.
+        #[arg(long, env = "RESMUX_CURSOR_ROTATION", default_value_t = cursor::DEFAULT_ROTATION.as_secs(), value_parser = clap::value_parser!(u64).range(60..))]
         cursor_rotation: u64,
         /// Name the resource URI (`mcp.resource.uri`) in the spans of reads
         /// and subscriptions; left out unless asked for, as URIs may carry
@@ -578,7 +585,7 @@ fn cursor_seal(file: Option<&Path>, text: Option<&str>, rotation: Duration) -> R
         }
         (None, Some(text)) => CursorSeal::shared(text, rotation)
             .map_err(|error| anyhow::anyhow!("RESMUX_CURSOR_SECRET: {error}")),
-        (None, None) => Ok(CursorSeal::random()),
+        (None, None) => Ok(CursorSeal::random(rotation)),
     }
 }
 

@@ -12,7 +12,8 @@
 //!
 //! The key is derived from a secret and the current rotation period, so it
 //! changes every period; a cursor opens in the period it was sealed in and
-//! the next one. The secret is random per process unless the operator
+//! the next one (and in the one before, for a replica whose clock runs
+//! behind the sealer's). Every replica must rotate at the same interval. The secret is random per process unless the operator
 //! shares one between replicas ([`CursorSeal::shared`]), several of them
 //! while one replaces another: the first seals, every one opens.
 
@@ -72,12 +73,12 @@ pub struct CursorSeal {
 }
 
 impl CursorSeal {
-    /// A seal with a fresh random secret: its cursors open in this process
-    /// only.
-    pub fn random() -> Self {
+    /// A seal with a fresh random secret, rotating every `rotation` (a
+    /// second at least): its cursors open in this process only.
+    pub fn random(rotation: Duration) -> Self {
         Self {
             secrets: vec![rand::random()],
-            rotation_secs: DEFAULT_ROTATION.as_secs(),
+            rotation_secs: rotation.as_secs().max(1),
         }
     }
 
@@ -172,6 +173,12 @@ impl CursorSeal {
         Ok(opened)
     }
 
+    /// How long a cursor sealed now surely opens: to the end of the period
+    /// after this one, so at least one rotation.
+    pub fn sure_life(&self) -> Duration {
+        Duration::from_secs(self.rotation_secs)
+    }
+
     fn period_now(&self) -> u64 {
         let since_epoch = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -205,14 +212,14 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let seal = CursorSeal::random();
+        let seal = CursorSeal::random(DEFAULT_ROTATION);
         let cursor = seal.seal(&position());
         assert_eq!(seal.open(&cursor, Listing::Resources), Ok(position()));
     }
 
     #[test]
     fn refuses_forged_damaged_foreign_and_misplaced_cursors() {
-        let seal = CursorSeal::random();
+        let seal = CursorSeal::random(DEFAULT_ROTATION);
         let cursor = seal.seal(&position());
         let mut damaged = cursor.clone().into_bytes();
         damaged[5] = if damaged[5] == b'A' { b'B' } else { b'A' };
@@ -221,7 +228,7 @@ mod tests {
                 .is_err()
         );
         assert!(
-            CursorSeal::random()
+            CursorSeal::random(DEFAULT_ROTATION)
                 .open(&cursor, Listing::Resources)
                 .is_err()
         );
@@ -299,7 +306,7 @@ mod tests {
 
     #[test]
     fn a_cursor_shows_nothing_of_its_position() {
-        let seal = CursorSeal::random();
+        let seal = CursorSeal::random(DEFAULT_ROTATION);
         let bytes = URL_SAFE_NO_PAD.decode(seal.seal(&position())).unwrap();
         let text = String::from_utf8_lossy(&bytes);
         assert!(

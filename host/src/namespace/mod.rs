@@ -248,7 +248,7 @@ impl Namespace {
     pub fn new(page_size: usize) -> Self {
         Self {
             mounts: RwLock::default(),
-            seal: CursorSeal::random(),
+            seal: CursorSeal::random(cursor::DEFAULT_ROTATION),
             page_size: page_size.max(1),
             events: broadcast::channel(EVENT_BACKLOG).0,
             subscriptions: Subscriptions::default(),
@@ -680,10 +680,18 @@ impl Namespace {
                 })
             };
         }
+        let next_cursor = next.map(|position| self.seal.seal(&position));
+        let mut cache = cache.unwrap_or(DEFAULT_CACHE);
+        if next_cursor.is_some() {
+            // A page kept (here or by the client) keeps its cursor: for at
+            // most half the time the cursor surely opens.
+            let half_life = self.seal.sure_life().as_millis() / 2;
+            cache.ttl_ms = cache.ttl_ms.min(half_life.try_into().unwrap_or(u64::MAX));
+        }
         Ok(Listed {
             items,
-            next_cursor: next.map(|position| self.seal.seal(&position)),
-            cache: cache.unwrap_or(DEFAULT_CACHE),
+            next_cursor,
+            cache,
         })
     }
 }

@@ -64,7 +64,7 @@ pub struct Metrics {
     pub rate_limited: Family<ClientLabel, Counter>,
     /// Audit lines that could not be written.
     pub audit_write_failures: Counter,
-    /// Reads whose shared rate limit store did not answer.
+    /// Times the shared rate limit store did not answer a read.
     pub rate_limit_store_errors: Counter,
 }
 
@@ -287,7 +287,7 @@ impl Metrics {
             ),
             rate_limit_store_errors: add.metric(
                 "resmux_rate_limit_store_errors",
-                "Reads whose rate limit the store shared by replicas did not answer (the replica decided alone)",
+                "Times the rate limit store shared by replicas did not answer a read (the replica then decides alone for a second)",
                 None,
                 Counter::default(),
             ),

@@ -18,7 +18,7 @@ use crate::cli::{
     CacheArgs, DEFAULT_MAX_CONNECTIONS, DEFAULT_PAGE_SIZE, DEFAULT_READS, FolderArgs, RulesArgs,
     ServeOptions, check, serve,
 };
-use resmux::namespace::cursor::CursorSeal;
+use resmux::namespace::cursor::{self, CursorSeal};
 use resmux::runtime::Runtime;
 use resmux::transport::{ConnectionLimits, HttpOptions};
 
@@ -106,7 +106,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         metrics: None,
         metrics_token: None,
         trace_uris: false,
-        cursor_seal: CursorSeal::random(),
+        cursor_seal: CursorSeal::random(cursor::DEFAULT_ROTATION),
     };
     serve(folder, runtime, http, options).await
 }
