@@ -81,7 +81,7 @@ def balanced(serve):
 
     def start(*replica_args):
         replicas = []
-        for n, args in enumerate(replica_args):
+        for args in replica_args:
             metrics = f"127.0.0.1:{free_port()}"
             replica = serve(args=[*args, "--metrics", metrics])
             replica.metrics = metrics
