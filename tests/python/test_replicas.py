@@ -27,9 +27,9 @@ from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import BINARY, INITIALIZE, PLUGINS, ROOT, all_resource_uris, logged, post
+from conftest import BINARY, PLUGINS, ROOT, all_resource_uris, logged
 from test_policy import POLICY
-from idp import free_port
+from idp import free_port, initialize
 
 SECRET = "the cursor secret every replica of this test shares\n"
 NEXT_SECRET = "a newer cursor secret, which replaces the first one\n"
@@ -133,11 +133,6 @@ def refused_walk(url):
         raise AssertionError("the walk ended without an error")
 
     return asyncio.run(asyncio.wait_for(scenario(), 60))
-
-
-def post_initialize_with(url, token):
-    """POSTs a 2025-11-25 `initialize` with `token` as the bearer."""
-    return post(url, INITIALIZE, {"Authorization": f"Bearer {token}"})
 
 
 def secret_file(tmp_path, name, text):
@@ -407,7 +402,7 @@ def test_an_issuers_tokens_and_the_access_policy_decide_alike_on_every_replica(s
         assert asyncio.run(asyncio.wait_for(listing("auditor"), 60)) == []
         guest = provider.token("guest", "mcp:other", resource)
         for replica in replicas:
-            status, headers, body = post_initialize_with(replica.url, guest)
+            status, headers, body = initialize(replica.url, guest)
             assert status == 403, body
             assert 'error="insufficient_scope"' in headers["WWW-Authenticate"]
     finally:

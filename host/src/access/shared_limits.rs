@@ -14,7 +14,7 @@
 //! store again after [`RETRY_AFTER`], and says so once it answers again.
 
 use std::num::NonZeroU32;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -49,8 +49,8 @@ pub struct SharedLimits {
     script: redis::Script,
     /// Where the store is, for the log (without a password).
     address: String,
-    /// While set, the store failed and is not asked until then.
-    asked_again_at: Mutex<Option<Instant>>,
+    /// Set while the store fails: it is not asked again until then.
+    retry_at: Mutex<Option<Instant>>,
 }
 
 impl SharedLimits {
@@ -70,7 +70,7 @@ impl SharedLimits {
             connection,
             script: redis::Script::new(TAKE_A_READ),
             address,
-            asked_again_at: Mutex::new(None),
+            retry_at: Mutex::new(None),
         })
     }
 
@@ -78,7 +78,8 @@ impl SharedLimits {
     /// taken, `Some(Some(wait))` when the client must wait, `None` when the
     /// store cannot say.
     pub async fn take(&self, client: &str, per_minute: NonZeroU32) -> Option<Option<Duration>> {
-        if self.still_resting() {
+        let failing = *self.lock();
+        if failing.is_some_and(|retry_at| Instant::now() < retry_at) {
             return None;
         }
         let cost_us = (60_000_000 / u64::from(per_minute.get())).max(1);
@@ -93,7 +94,9 @@ impl SharedLimits {
                 .and_then(|answered| answered.map_err(|error| error.to_string()));
         match answer {
             Ok(wait_ms) => {
-                self.answered();
+                if failing.is_some() {
+                    self.answered_again();
+                }
                 Some((wait_ms > 0).then(|| Duration::from_millis(wait_ms)))
             }
             Err(error) => {
@@ -103,20 +106,12 @@ impl SharedLimits {
         }
     }
 
-    fn still_resting(&self) -> bool {
-        let asked_again_at = self
-            .asked_again_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        asked_again_at.is_some_and(|at| Instant::now() < at)
+    fn lock(&self) -> MutexGuard<'_, Option<Instant>> {
+        self.retry_at.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn answered(&self) {
-        let mut asked_again_at = self
-            .asked_again_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if asked_again_at.take().is_some() {
+    fn answered_again(&self) {
+        if self.lock().take().is_some() {
             tracing::info!(
                 redis = %self.address,
                 "rate limits are shared by the replicas again"
@@ -126,11 +121,8 @@ impl SharedLimits {
 
     fn failed(&self, error: &str) {
         crate::telemetry::metrics().rate_limit_store_errors.inc();
-        let mut asked_again_at = self
-            .asked_again_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if asked_again_at.is_none() {
+        let mut retry_at = self.lock();
+        if retry_at.is_none() {
             tracing::warn!(
                 redis = %self.address,
                 %error,
@@ -138,6 +130,6 @@ impl SharedLimits {
                  whole limit on its own until it does"
             );
         }
-        *asked_again_at = Some(Instant::now() + RETRY_AFTER);
+        *retry_at = Some(Instant::now() + RETRY_AFTER);
     }
 }
