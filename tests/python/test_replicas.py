@@ -75,15 +75,16 @@ class Haproxy:
 
 @pytest.fixture
 def balanced(serve):
-    """Starts replicas with the extra arguments given for each, and haproxy
-    in front of them; stops haproxy at the end."""
+    """Starts replicas with the extra arguments given for each (and the
+    `serve` options given for all), and haproxy in front of them; stops
+    haproxy at the end."""
     started = []
 
-    def start(*replica_args):
+    def start(*replica_args, **options):
         replicas = []
         for args in replica_args:
             metrics = f"127.0.0.1:{free_port()}"
-            replica = serve(args=[*args, "--metrics", metrics])
+            replica = serve(args=[*args, "--metrics", metrics], **options)
             replica.metrics = metrics
             replicas.append(replica)
         proxy = Haproxy([replica.url for replica in replicas])

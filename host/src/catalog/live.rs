@@ -17,19 +17,25 @@
 //! waiting for the next poll, and ends the use of the plugin's listing
 //! snapshots for new walks. The namespace knows which plugins have every
 //! grant watched, so that a listing that follows its files is walked again
-//! only after such a change.
+//! only after such a change. A component pulled by a tag has its tag looked
+//! up every `[pull] poll_interval_s`; a new digest is pulled, verified and
+//! put in place exactly as a replaced file is. A pinned digest is never
+//! looked up again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use anyhow::{Context, Result};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
 
 use super::grant_watch::GrantWatch;
-use super::{Fingerprint, Loaded, Rules, load, scan};
+use super::registry::current_digest;
+use super::{Entry, Fingerprint, Loaded, Rules, Source, load, scan};
 use crate::namespace::Namespace;
 use crate::runtime::Runtime;
 
@@ -46,6 +52,9 @@ struct Serving {
     fingerprint: Fingerprint,
     /// Host paths granted to the plugin.
     granted: Vec<PathBuf>,
+    /// How often, and when next, its tag is looked up, if it was pulled
+    /// by a tag.
+    poll: Option<(Duration, Instant)>,
 }
 
 /// The folder, its rules, and what it serves.
@@ -87,9 +96,10 @@ pub fn spawn(
             tokio::select! {
                 () = changed.notified() => {
                     settle(&changed).await;
-                    live.sync().await;
+                    live.sync(Polling::No).await;
                     live.watch_grants().await;
                 }
+                () = until(live.next_poll()) => live.sync(Polling::Due).await,
                 () = live.grants.arrival() => {
                     // One poke for a burst of writes.
                     tokio::time::sleep(DEBOUNCE).await;
@@ -147,6 +157,33 @@ async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stati
         .ok()
 }
 
+/// Returns at `instant`, or never.
+async fn until(instant: Option<Instant>) {
+    match instant {
+        Some(instant) => tokio::time::sleep_until(instant).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether a reading of the folder looks up the tags whose time has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polling {
+    No,
+    Due,
+}
+
+/// How often the tag of `entry`'s component is looked up, and when next,
+/// if it is pulled by a tag.
+fn poll(entry: &Entry) -> Option<(Duration, Instant)> {
+    match &entry.component {
+        Source::Registry(remote) if remote.moves() => {
+            let every = Duration::from_secs(entry.manifest.pull.poll_interval_s.max(1));
+            Some((every, Instant::now() + every))
+        }
+        Source::Registry(_) | Source::File(_) => None,
+    }
+}
+
 fn serving(loaded: &Loaded) -> (String, Serving) {
     (
         loaded.entry.scheme.clone(),
@@ -154,13 +191,62 @@ fn serving(loaded: &Loaded) -> (String, Serving) {
             declared_by: loaded.entry.declared_by.clone(),
             fingerprint: loaded.fingerprint.clone(),
             granted: loaded.plugin.policy().watched_paths(),
+            poll: poll(&loaded.entry),
         },
     )
 }
 
 impl LiveFolder {
-    /// Reads the folder again and brings the namespace in line with it.
-    async fn sync(&mut self) {
+    /// The soonest time a tag is to be looked up.
+    fn next_poll(&self) -> Option<Instant> {
+        self.serving
+            .values()
+            .filter_map(|serving| serving.poll.map(|(_, next)| next))
+            .min()
+    }
+
+    /// The schemes whose tags are due to be looked up; each is next due a
+    /// whole interval from now, whatever the look-up (or the folder) says.
+    fn take_due(&mut self) -> BTreeSet<String> {
+        let now = Instant::now();
+        let mut due = BTreeSet::new();
+        for (scheme, serving) in &mut self.serving {
+            if let Some((every, next)) = &mut serving.poll
+                && *next <= now
+            {
+                *next = now + *every;
+                due.insert(scheme.clone());
+            }
+        }
+        due
+    }
+
+    /// Whether the tag `entry` is pulled by names another digest than the
+    /// one `scheme` serves. A registry that cannot be asked leaves the
+    /// plugin serving.
+    async fn tag_moved(&self, scheme: &str, entry: &Entry) -> bool {
+        let (Source::Registry(remote), Some(serving)) =
+            (&entry.component, self.serving.get(scheme))
+        else {
+            return false;
+        };
+        let serving_digest = serving.fingerprint.remote_digest.clone();
+        match current_digest(remote, &self.rules.registries).await {
+            Ok(digest) => Some(digest) != serving_digest,
+            Err(error) => {
+                tracing::warn!(scheme, "{error:#}; the version pulled before keeps serving");
+                false
+            }
+        }
+    }
+
+    /// Reads the folder again and brings the namespace in line with it;
+    /// with [`Polling::Due`], looks up the tags whose time has come too.
+    async fn sync(&mut self, polling: Polling) {
+        let due = match polling {
+            Polling::Due => self.take_due(),
+            Polling::No => BTreeSet::new(),
+        };
         let (entries, failures) = match scan(&self.folder) {
             Ok(scanned) => scanned,
             Err(error) => {
@@ -191,7 +277,9 @@ impl LiveFolder {
         }
         for entry in entries {
             let scheme = entry.scheme.clone();
-            if let Some(serving) = self.serving.get_mut(&scheme)
+            let moved = due.contains(&scheme) && self.tag_moved(&scheme, &entry).await;
+            if !moved
+                && let Some(serving) = self.serving.get_mut(&scheme)
                 && serving.declared_by == entry.declared_by
                 && let Ok(now) = Fingerprint::now(&entry, &serving.fingerprint)
                 && now.same_bytes(&serving.fingerprint)

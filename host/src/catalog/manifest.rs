@@ -12,6 +12,7 @@ use serde::Deserialize;
 use crate::namespace::MountSettings;
 use crate::policy::environment::EnvSection;
 use crate::policy::files::FilesSection;
+use crate::policy::signers::{PullSection, Signer};
 use crate::policy::{Capability, LimitsSection, NetworkGrant, Policy};
 
 /// The shortest interval between two change reports of one plugin.
@@ -26,6 +27,15 @@ pub struct Manifest {
     /// The component to run, relative to the manifest; defaults to the
     /// `.wasm` beside it. Lets one component be mounted twice.
     pub component: Option<PathBuf>,
+    /// The component's reference in an OCI registry
+    /// (`registry/repository:tag`, optionally `@sha256:…`), instead of a
+    /// file.
+    pub oci: Option<String>,
+    /// Who must have signed the component `oci` names.
+    pub signed_by: Option<Signer>,
+    /// How the component `oci` names is pulled and checked.
+    #[serde(default)]
+    pub pull: PullSection,
     /// The component's expected SHA-256, in hex; a mismatch refuses the plugin.
     pub sha256: Option<String>,
     /// Key/value pairs handed to the plugin's `init`.

@@ -14,6 +14,7 @@
 mod grant_watch;
 pub mod live;
 pub mod manifest;
+pub mod registry;
 pub mod startup;
 
 use std::collections::BTreeMap;
@@ -31,8 +32,10 @@ use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
 pub use manifest::Manifest;
+pub use registry::{Provenance, Registries, Remote};
 
 use crate::namespace::{MountSettings, Namespace, uri};
+use crate::policy::signers::SignatureRules;
 use crate::policy::{Ceiling, files};
 use crate::runtime::{Compiled, Runtime, WasmPlugin};
 
@@ -43,6 +46,26 @@ pub struct Rules {
     pub locked: bool,
     /// What any manifest may grant at most.
     pub ceiling: Option<Ceiling>,
+    /// How registries are reached, for components pulled from one.
+    pub registries: Registries,
+}
+
+/// Where a plugin's component comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A file: `NAME.wasm`, or the one a manifest's `component` names.
+    File(PathBuf),
+    /// A registry reference, a manifest's `oci`.
+    Registry(Remote),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => write!(formatter, "{}", path.display()),
+            Self::Registry(remote) => write!(formatter, "oci {remote}"),
+        }
+    }
 }
 
 /// A plugin the folder declares, before it is loaded.
@@ -51,7 +74,7 @@ pub struct Entry {
     /// The file that declares it: its `.wasm`, or its `.toml` if it has no
     /// `.wasm` of its own.
     pub declared_by: PathBuf,
-    pub component: PathBuf,
+    pub component: Source,
     pub manifest_path: Option<PathBuf>,
     pub manifest: Manifest,
     pub scheme: String,
@@ -61,16 +84,29 @@ impl Entry {
     /// The entry of one component outside a folder (for `inspect` and
     /// `check`): its manifest is `manifest`, else the `.toml` beside it. Its
     /// scheme is not checked, since it only names the plugin in reports.
+    /// A `.toml` given as the component is the manifest of a component
+    /// that its `oci` names.
     pub fn for_component(component: &Path, manifest: Option<PathBuf>) -> Result<Self> {
+        let is_manifest = component
+            .extension()
+            .is_some_and(|extension| extension == "toml");
         let manifest_path = manifest.or_else(|| {
             let beside = component.with_extension("toml");
             beside.exists().then_some(beside)
         });
         let manifest = read_manifest(manifest_path.as_deref())?;
         let stem = component.file_stem().unwrap_or_default().to_string_lossy();
+        let source = match &manifest.oci {
+            Some(oci) => Source::Registry(Remote::parse(oci)?),
+            None if is_manifest => bail!(
+                "{} names no `oci` component; give the component's .wasm instead",
+                component.display()
+            ),
+            None => Source::File(component.to_owned()),
+        };
         Ok(Self {
             declared_by: component.to_owned(),
-            component: component.to_owned(),
+            component: source,
             scheme: manifest
                 .scheme
                 .clone()
@@ -78,6 +114,14 @@ impl Entry {
             manifest_path,
             manifest,
         })
+    }
+
+    /// The component's file, if it is one.
+    pub fn file(&self) -> Option<&Path> {
+        match &self.component {
+            Source::File(path) => Some(path),
+            Source::Registry(_) => None,
+        }
     }
 
     /// The folder the manifest's relative paths are taken from.
@@ -102,6 +146,8 @@ fn default_scheme(stem: &str) -> String {
 pub struct Loaded {
     pub entry: Entry,
     pub plugin: Arc<WasmPlugin>,
+    /// Where a pulled component came from.
+    pub provenance: Option<Provenance>,
     /// What it was loaded from, to tell a real change from a touch.
     pub fingerprint: Fingerprint,
 }
@@ -113,6 +159,8 @@ pub struct Loaded {
 pub struct Fingerprint {
     component_sha256: String,
     manifest: Option<String>,
+    /// The manifest digest a pulled component was resolved from.
+    pub remote_digest: Option<String>,
     /// None when the file had changed too recently to vouch for its bytes.
     hashed_as: Option<FileStamp>,
 }
@@ -165,14 +213,24 @@ impl Fingerprint {
     }
 
     /// [`Self::now`], with the clock read at `now`.
+    /// A pulled component is taken to be as it was: only a poll of its
+    /// registry tells otherwise.
     fn at(entry: &Entry, known: &Self, now: SystemTime) -> Result<Self> {
-        let metadata = std::fs::metadata(&entry.component)
-            .with_context(|| format!("cannot read {}", entry.component.display()))?;
+        let path = match &entry.component {
+            Source::File(path) => path,
+            Source::Registry(_) => {
+                let mut same = Self::with_digest(entry, known.component_sha256.clone(), None)?;
+                same.remote_digest.clone_from(&known.remote_digest);
+                return Ok(same);
+            }
+        };
+        let metadata =
+            std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
         let stamp = FileStamp::of(&metadata, now);
         if stamp.is_some() && stamp == known.hashed_as {
             return Self::with_digest(entry, known.component_sha256.clone(), stamp);
         }
-        let (bytes, stamp) = read_component(&entry.component, now)?;
+        let (bytes, stamp) = read_component(path, now)?;
         Self::with_digest(entry, hex::encode(Sha256::digest(bytes)), stamp)
     }
 
@@ -195,6 +253,7 @@ impl Fingerprint {
         Ok(Self {
             component_sha256,
             manifest,
+            remote_digest: None,
             hashed_as,
         })
     }
@@ -304,11 +363,20 @@ fn entry(
     folder: &Path,
 ) -> Result<Entry> {
     let manifest = read_manifest(manifest_path.as_deref())?;
-    let component = match (&manifest.component, wasm) {
-        (Some(component), _) => inside_folder(folder, component)?,
-        (None, Some(wasm)) => wasm,
-        (None, None) => bail!("it has no {stem}.wasm beside it and names no `component`"),
+    let component = match (&manifest.oci, &manifest.component, wasm) {
+        (Some(oci), None, None) => Source::Registry(Remote::parse(oci)?),
+        (Some(_), _, _) => bail!(
+            "it names an `oci` component but also has {stem}.wasm beside it or names a              `component`; give one of them"
+        ),
+        (None, Some(component), _) => Source::File(inside_folder(folder, component)?),
+        (None, None, Some(wasm)) => Source::File(wasm),
+        (None, None, None) => bail!("it has no {stem}.wasm beside it and names no `component`"),
     };
+    if manifest.oci.is_none()
+        && (manifest.signed_by.is_some() || manifest.pull != Default::default())
+    {
+        bail!("`signed_by` and [pull] apply to `oci` components only; this one is a file");
+    }
     let scheme = manifest
         .scheme
         .clone()
@@ -372,18 +440,73 @@ fn refuse_shared_schemes(entries: &mut Vec<Entry>, failures: &mut Vec<Failure>) 
     });
 }
 
-/// Compiles `entry`'s component on the engine its stack limit selects, or
-/// finds it compiled already (in the compile cache, or for another mount).
-/// The manifest's pin is checked before anything is compiled. Blocks while
-/// it compiles.
-fn compile(runtime: &Runtime, entry: &Entry) -> Result<(Compiled, Option<FileStamp>)> {
+/// A component's bytes on this host, ready to compile: its file, or a
+/// pulled component once its signature passed.
+pub struct Located {
+    pub path: PathBuf,
+    /// The SHA-256 its bytes must have.
+    pub pin: Option<String>,
+    pub provenance: Option<Provenance>,
+    /// Keeps a pulled component's folder while it is compiled.
+    _store: Option<registry::Store>,
+}
+
+/// Finds `entry`'s component: its file, or, for one in a registry, pulls and
+/// verifies it under the signature rules its manifest and `rules` settle.
+pub async fn locate(runtime: &Runtime, entry: &Entry, rules: &Rules) -> Result<Located> {
+    let manifest = &entry.manifest;
+    let remote = match &entry.component {
+        Source::File(path) => {
+            return Ok(Located {
+                path: path.clone(),
+                pin: manifest.sha256.clone(),
+                provenance: None,
+                _store: None,
+            });
+        }
+        Source::Registry(remote) => remote,
+    };
+    let signature_rules = SignatureRules::settle(
+        manifest.signed_by.as_ref(),
+        &manifest.pull,
+        entry.manifest_dir(),
+        rules.ceiling.as_ref().and_then(Ceiling::signatures),
+        rules.locked,
+    )?;
+    let store = registry::Store::open(runtime.cache())?;
+    let pulled = registry::pull(remote, &signature_rules, &rules.registries, &store).await?;
+    if let Some(pin) = &manifest.sha256
+        && !pin.eq_ignore_ascii_case(&pulled.component_sha256)
+    {
+        bail!(
+            "oci {remote} refused: its component has sha256 {}, not the manifest's pin {pin}",
+            pulled.component_sha256
+        );
+    }
+    Ok(Located {
+        path: pulled.component,
+        pin: Some(pulled.component_sha256),
+        provenance: Some(pulled.provenance),
+        _store: Some(store),
+    })
+}
+
+/// Compiles the component at `located` for `entry` on the engine its stack
+/// limit selects, or finds it compiled already (in the compile cache, or
+/// for another mount). The pin is checked before anything is compiled.
+/// Blocks while it compiles.
+fn compile(
+    runtime: &Runtime,
+    entry: &Entry,
+    located: &Located,
+) -> Result<(Compiled, Option<FileStamp>)> {
     let limits = &entry.manifest.limits;
     limits.validate().context("invalid limits")?;
-    let (bytes, stamp) = read_component(&entry.component, SystemTime::now())?;
+    let (bytes, stamp) = read_component(&located.path, SystemTime::now())?;
     let compiled = runtime
         .with_stack(limits.sandbox.stack_kib)?
-        .compile(&bytes, entry.manifest.sha256.as_deref())
-        .with_context(|| format!("cannot load {}", entry.component.display()))?;
+        .compile(&bytes, located.pin.as_deref())
+        .with_context(|| format!("cannot load {}", entry.component))?;
     Ok((compiled, stamp))
 }
 
@@ -391,23 +514,34 @@ fn compile(runtime: &Runtime, entry: &Entry) -> Result<(Compiled, Option<FileSta
 async fn compile_off_runtime(
     runtime: &Runtime,
     entry: &Entry,
-) -> Result<(Compiled, Option<FileStamp>)> {
+    located: Located,
+) -> Result<(Compiled, Option<FileStamp>, Located)> {
     let (runtime, entry) = (runtime.clone(), entry.clone());
-    tokio::task::spawn_blocking(move || compile(&runtime, &entry)).await?
+    tokio::task::spawn_blocking(move || {
+        compile(&runtime, &entry, &located).map(|(compiled, stamp)| (compiled, stamp, located))
+    })
+    .await?
 }
 
-/// Compiles every entry's component (see [`compile`]), as many at once as
-/// there are cores, and hands each outcome to `compiled` as soon as it is
-/// known.
+/// Locates and compiles every entry's component (see [`locate`] and
+/// [`compile`]), as many at once as there are cores, and hands each
+/// outcome, with where a pulled component came from, to `compiled` as soon
+/// as it is known.
 pub async fn compile_each(
     runtime: &Runtime,
     entries: Vec<Entry>,
-    mut compiled: impl FnMut(Entry, Result<Compiled>),
+    rules: &Rules,
+    mut compiled: impl FnMut(Entry, Result<(Compiled, Option<Provenance>)>),
 ) {
     let outcomes = futures::stream::iter(entries)
         .map(|entry| async move {
-            let outcome = compile_off_runtime(runtime, &entry).await;
-            (entry, outcome.map(|(compiled, _)| compiled))
+            let outcome = async {
+                let located = locate(runtime, &entry, rules).await?;
+                let (compiled, _, located) = compile_off_runtime(runtime, &entry, located).await?;
+                Ok((compiled, located.provenance))
+            }
+            .await;
+            (entry, outcome)
         })
         .buffer_unordered(at_once());
     let mut outcomes = std::pin::pin!(outcomes);
@@ -420,7 +554,7 @@ pub async fn compile_each(
 /// before anything of the manifest is resolved (no file staged, no secret
 /// read), and the pin before anything is compiled.
 pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Loaded> {
-    if rules.locked && entry.manifest.sha256.is_none() {
+    if rules.locked && entry.manifest.sha256.is_none() && entry.file().is_some() {
         bail!("locked mode requires a sha256 pin in its manifest");
     }
     let manifest_dir = entry.manifest_dir();
@@ -428,8 +562,13 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         ceiling.check(&entry.manifest.capabilities(), manifest_dir)?;
     }
     let policy = entry.manifest.policy(manifest_dir)?;
-    let (compiled, stamp) = compile_off_runtime(runtime, &entry).await?;
-    let fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone(), stamp)?;
+    let located = locate(runtime, &entry, rules).await?;
+    let (compiled, stamp, located) = compile_off_runtime(runtime, &entry, located).await?;
+    let mut fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone(), stamp)?;
+    let provenance = located.provenance;
+    fingerprint.remote_digest = provenance
+        .as_ref()
+        .map(|provenance| provenance.manifest_digest.clone());
     let config = entry.manifest.config_pairs()?;
     let plugin = runtime.with_stack(policy.limits.stack_kib)?.plugin(
         &entry.scheme,
@@ -440,7 +579,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     plugin.start().await?;
     tracing::info!(
         scheme = entry.scheme,
-        component = %entry.component.display(),
+        component = %entry.component,
         sha256 = compiled.digest,
         origin = ?compiled.origin,
         elapsed_ms = compiled.elapsed.as_millis() as u64,
@@ -449,6 +588,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     Ok(Loaded {
         entry,
         plugin: Arc::new(plugin),
+        provenance,
         fingerprint,
     })
 }
@@ -520,7 +660,7 @@ mod tests {
     fn entry(path: &Path) -> Entry {
         Entry {
             declared_by: path.to_owned(),
-            component: path.to_owned(),
+            component: Source::File(path.to_owned()),
             manifest_path: None,
             manifest: Manifest::default(),
             scheme: "x".into(),

@@ -128,9 +128,10 @@ async fn probe(runtime: &Runtime, entries: Vec<Entry>) -> Vec<Probed> {
 /// Whether `entry`'s component is compiled already for the engine its
 /// stack limit selects, and its size in bytes. A component that cannot be
 /// read, or limits that are invalid, count as not compiled: loading the
-/// plugin says what is wrong.
+/// plugin says what is wrong. A component in a registry counts as not
+/// compiled: its signature is checked before anything else.
 fn compiled_already(runtime: &Runtime, entry: &Entry) -> (bool, u64) {
-    let Ok(bytes) = std::fs::read(&entry.component) else {
+    let Some(Ok(bytes)) = entry.file().map(std::fs::read) else {
         return (false, 0);
     };
     let limits = &entry.manifest.limits;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use resmux::catalog::Entry;
+use resmux::catalog::{Entry, Rules, locate};
 use resmux::contract::{
     AnswerLimits, CompletionRequest, Provider, ProviderError, ResourceEntry, TemplateEntry,
 };
@@ -50,9 +50,17 @@ pub async fn check(
         Err(error) => return report.fail(format!("{error:#}")),
     };
     let (manifest, scheme) = (&entry.manifest, entry.scheme.as_str());
-    let bytes = match std::fs::read(component) {
+    // A manifest naming an `oci` component is checked on the component
+    // pulled and verified as `serve` would, without an operator policy.
+    let located = match locate(runtime, &entry, &Rules::default()).await {
+        Ok(located) => located,
+        Err(error) => return report.fail(format!("{error:#}")),
+    };
+    let bytes = match std::fs::read(&located.path) {
         Ok(bytes) => bytes,
-        Err(error) => return report.fail(format!("cannot read {}: {error}", component.display())),
+        Err(error) => {
+            return report.fail(format!("cannot read {}: {error}", located.path.display()));
+        }
     };
     let (policy, config) = match (
         manifest.policy(entry.manifest_dir()),
@@ -62,7 +70,7 @@ pub async fn check(
         (Err(error), _) | (_, Err(error)) => return report.fail(format!("manifest: {error:#}")),
     };
     let runtime = runtime.with_stack(policy.limits.stack_kib)?;
-    let compiled = match runtime.compile(&bytes, manifest.sha256.as_deref()) {
+    let compiled = match runtime.compile(&bytes, located.pin.as_deref()) {
         Ok(compiled) => compiled,
         Err(error) => return report.fail(format!("{error:#}")),
     };

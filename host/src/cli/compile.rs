@@ -1,6 +1,9 @@
-//! `resmux compile`: fills the compile cache ahead of time, for an image
-//! build, so that `resmux serve` loads every plugin without compiling it
-//! and lists all of them in its first answer.
+//! `resmux compile` and `resmux pull`: fill the compile cache ahead of time,
+//! for an image build or an air-gapped host, so that `resmux serve` loads
+//! every plugin without compiling it. Components that manifests name by
+//! `oci` are pulled and verified first, under the same rules as `serve`,
+//! and kept in the cache: `serve` still asks their registry first, but
+//! serves what was verified here when the registry cannot be reached.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -8,16 +11,16 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 
 use super::CacheArgs;
-use resmux::catalog::{self, Entry, Failure};
+use resmux::catalog::{self, Entry, Failure, Provenance, Rules};
 use resmux::runtime::{Compiled, Origin};
 
 /// Compiles every component of the folders among `paths` (with their
 /// manifests, which choose the engine a component is compiled for), and
 /// every other path as a component with the `.toml` beside it; says on
 /// stdout what it compiled, and fails naming every one that did not.
-pub async fn compile(paths: &[PathBuf], cache: &CacheArgs) -> Result<()> {
+pub async fn compile(paths: &[PathBuf], cache: &CacheArgs, rules: &Rules) -> Result<()> {
     if cache.no_cache {
-        bail!("resmux compile fills the compile cache, which --no-cache turns off");
+        bail!("resmux compile (and pull) fill the compile cache, which --no-cache turns off");
     }
     let runtime = cache.runtime()?;
     let mut entries = Vec::new();
@@ -39,14 +42,15 @@ pub async fn compile(paths: &[PathBuf], cache: &CacheArgs) -> Result<()> {
     }
     let total = entries.len() + failures.len();
     let mut written: std::io::Result<()> = Ok(());
-    catalog::compile_each(&runtime, entries, |entry, outcome| match outcome {
-        Ok(compiled) => {
+    catalog::compile_each(&runtime, entries, rules, |entry, outcome| match outcome {
+        Ok((compiled, provenance)) => {
             if written.is_ok() {
                 written = writeln!(
                     std::io::stdout(),
-                    "{}  {}",
+                    "{}  {}{}",
                     describe(&compiled),
-                    entry.declared_by.display()
+                    entry.declared_by.display(),
+                    provenance.as_ref().map(pulled).unwrap_or_default()
                 );
             }
         }
@@ -76,6 +80,14 @@ pub async fn compile(paths: &[PathBuf], cache: &CacheArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Where a pulled component came from, for the output.
+fn pulled(provenance: &Provenance) -> String {
+    format!(
+        "  (pulled {}@{}, signed by {})",
+        provenance.reference, provenance.manifest_digest, provenance.signed_by
+    )
 }
 
 /// Where a component's code came from, for the output.

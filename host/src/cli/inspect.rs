@@ -1,34 +1,47 @@
-//! `resmux inspect`: what a component is, what it imports and exports, what
-//! it says about itself, and what its manifest grants it.
+//! `resmux inspect`: what a component is, where it came from and who signed
+//! it, what it imports and exports, what it says about itself, and what its
+//! manifest grants it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use super::CacheArgs;
-use resmux::catalog::Entry;
+use super::{CacheArgs, RulesArgs};
+use resmux::catalog::{Entry, locate};
 use resmux::policy::{Ceiling, Policy};
 
 pub async fn inspect(
     component: &Path,
     manifest: Option<PathBuf>,
-    ceiling: Option<&Path>,
+    rules: &RulesArgs,
     cache: CacheArgs,
 ) -> Result<()> {
+    let ceiling = rules.policy.as_deref();
     let entry = Entry::for_component(component, manifest)?;
     let manifest = &entry.manifest;
     let manifest_dir = entry.manifest_dir();
     let policy = manifest.policy(manifest_dir)?;
-    let runtime = cache.runtime()?.with_stack(policy.limits.stack_kib)?;
-    let bytes =
-        std::fs::read(component).with_context(|| format!("cannot read {}", component.display()))?;
+    let runtime = cache.runtime()?;
+    let located = locate(&runtime, &entry, &rules.rules()?).await?;
+    let runtime = runtime.with_stack(policy.limits.stack_kib)?;
+    let bytes = std::fs::read(&located.path)
+        .with_context(|| format!("cannot read {}", located.path.display()))?;
     let compiled = runtime
-        .compile(&bytes, manifest.sha256.as_deref())
-        .with_context(|| format!("cannot load {}", component.display()))?;
+        .compile(&bytes, located.pin.as_deref())
+        .with_context(|| format!("cannot load {}", entry.component))?;
     let (imports, exports) = runtime.interface(&compiled.component);
     let mut out = std::io::stdout().lock();
-    writeln!(out, "component  {}", component.display())?;
+    writeln!(out, "component  {}", entry.component)?;
+    if let Some(provenance) = &located.provenance {
+        writeln!(out, "pulled     {}", provenance.manifest_digest)?;
+        let log = if provenance.logged {
+            "with a checked transparency-log entry"
+        } else {
+            "without a transparency-log entry"
+        };
+        writeln!(out, "signed by  {}, {log}", provenance.signed_by)?;
+    }
     writeln!(out, "size       {} bytes", bytes.len())?;
     writeln!(out, "sha256     {}", compiled.digest)?;
     writeln!(
@@ -104,14 +117,14 @@ pub async fn inspect(
             policy,
             manifest.config_pairs()?,
         )
-        .with_context(|| format!("{} cannot be served", component.display()))?;
+        .with_context(|| format!("{} cannot be served", entry.component))?;
     match plugin.about().await {
         Ok(info) => writeln!(
             out,
             "about      {} {}: {}",
             info.name, info.version, info.description
         )?,
-        Err(error) => bail!("{} cannot describe itself: {error}", component.display()),
+        Err(error) => bail!("{} cannot describe itself: {error}", entry.component),
     }
     match plugin.start().await {
         Ok(()) => writeln!(out, "start      ok")?,

@@ -290,14 +290,46 @@ pub enum Command {
     /// Compile plugin components into the compile cache ahead of time (for
     /// an image build), so that `serve` loads them without compiling: every
     /// component of a plugin folder, with its manifests, or the given
-    /// components. Exits non-zero, naming them, if any fail.
+    /// components. Components that manifests name by `oci` are pulled and
+    /// their signatures verified first (hence `pull`), so that `serve`
+    /// starts without the registry. Exits non-zero, naming them, if any fail.
+    #[command(visible_alias = "pull")]
     Compile {
         /// Plugin folders, or components (each with the `.toml` beside it,
-        /// if any).
+        /// if any), or manifests (NAME.toml) that name an `oci` component.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         #[command(flatten)]
         cache: CacheArgs,
+        #[command(flatten)]
+        rules: RulesArgs,
+    },
+    /// Publish a plugin component to an OCI registry as a Wasm artefact
+    /// (config application/vnd.wasm.config.v0+json, one application/wasm
+    /// layer), optionally signed as cosign signs; prints the digest.
+    Push {
+        /// The component, e.g. `target/plugins/notes.wasm`.
+        component: PathBuf,
+        /// Where to push it, e.g. `registry.example.com/team/notes:1.0`.
+        reference: String,
+        /// A cosign private key to sign it with (its password in
+        /// COSIGN_PASSWORD); `resmux key` makes one.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Registries (HOST:PORT) spoken to over plain HTTP; loopback ones
+        /// always are.
+        #[arg(
+            long = "plain-http-registry",
+            env = "RESMUX_PLAIN_HTTP_REGISTRIES",
+            value_delimiter = ','
+        )]
+        plain_http: Vec<String>,
+    },
+    /// Make a cosign key pair: PREFIX.key, encrypted with COSIGN_PASSWORD,
+    /// and PREFIX.pub, the key manifests name in `signed_by`.
+    Key {
+        /// The path of both files without their extension, e.g. `keys/team`.
+        prefix: PathBuf,
     },
     /// Show a plugin component's interface, what it says about itself, and
     /// what its manifest grants.
@@ -307,21 +339,22 @@ pub enum Command {
         /// Its manifest (default: the `.toml` beside it, if any).
         #[arg(long)]
         manifest: Option<PathBuf>,
-        /// An operator policy file to check the manifest's grants against.
-        #[arg(long, env = "RESMUX_POLICY")]
-        policy: Option<PathBuf>,
         #[command(flatten)]
         cache: CacheArgs,
+        #[command(flatten)]
+        rules: RulesArgs,
     },
 }
 
 impl Command {
     /// The log filter without --log-level or RUST_LOG: a server logs what
     /// it does; a one-shot command only warnings, and what plugins print.
+    /// The sigstore crate's own warnings (a signature tag that is not
+    /// there, for one) are left out: resmux says what they mean.
     pub fn default_log_level(&self) -> &'static str {
         match self {
-            Self::Serve { .. } | Self::Dev { .. } => "info",
-            _ => "warn,resmux::plugin=info",
+            Self::Serve { .. } | Self::Dev { .. } => "info,sigstore=error",
+            _ => "warn,resmux::plugin=info,sigstore=error",
         }
     }
 }
@@ -347,10 +380,20 @@ pub struct RulesArgs {
     /// locked.
     #[arg(long, env = "RESMUX_POLICY")]
     policy: Option<PathBuf>,
-    /// Require a sha256 pin in every manifest and refuse to start on any
+    /// Require a sha256 pin in every manifest (a signer the policy lists,
+    /// for a component pulled from a registry) and refuse to start on any
     /// plugin or configuration error instead of serving the rest.
     #[arg(long)]
     locked: bool,
+    /// Registries (HOST:PORT) spoken to over plain HTTP; loopback ones
+    /// always are. Credentials come from RESMUX_REGISTRY_AUTH (Docker's
+    /// config.json format) or Docker's config file.
+    #[arg(
+        long = "plain-http-registry",
+        env = "RESMUX_PLAIN_HTTP_REGISTRIES",
+        value_delimiter = ','
+    )]
+    plain_http: Vec<String>,
 }
 
 impl RulesArgs {
@@ -359,6 +402,9 @@ impl RulesArgs {
         Ok(catalog::Rules {
             locked: self.locked || ceiling.as_ref().is_some_and(Ceiling::locked),
             ceiling,
+            registries: catalog::Registries {
+                plain_http: self.plain_http.clone(),
+            },
         })
     }
 }
@@ -541,10 +587,40 @@ pub async fn run(command: Command) -> Result<()> {
         Command::Inspect {
             component,
             manifest,
-            policy,
             cache,
-        } => inspect::inspect(&component, manifest, policy.as_deref(), cache).await,
-        Command::Compile { paths, cache } => compile::compile(&paths, &cache).await,
+            rules,
+        } => inspect::inspect(&component, manifest, &rules, cache).await,
+        Command::Compile {
+            paths,
+            cache,
+            rules,
+        } => compile::compile(&paths, &cache, &rules.rules()?).await,
+        Command::Push {
+            component,
+            reference,
+            key,
+            plain_http,
+        } => {
+            let bytes = std::fs::read(&component)
+                .with_context(|| format!("cannot read {}", component.display()))?;
+            let registries = catalog::Registries { plain_http };
+            let digest =
+                catalog::registry::publish::push(bytes, &reference, key.as_deref(), &registries)
+                    .await
+                    .with_context(|| format!("cannot push {}", component.display()))?;
+            let signed = if key.is_some() { ", signed" } else { "" };
+            println!("pushed {reference} as {digest}{signed}");
+            Ok(())
+        }
+        Command::Key { prefix } => {
+            let (private, public) = catalog::registry::publish::generate_key(&prefix)?;
+            println!(
+                "wrote {} (encrypted with COSIGN_PASSWORD) and {}",
+                private.display(),
+                public.display()
+            );
+            Ok(())
+        }
     }
 }
 

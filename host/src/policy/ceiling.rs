@@ -10,6 +10,8 @@
 //! variables = ["WEATHER_TOKEN"]          # host variables env grants may read
 //! secret_files = ["/run/secrets/db"]     # files env grants may read
 //! network = ["https://*.example.com"]    # what network entries may allow
+//! [signatures]                           # who may sign remote components
+//! signers = ["keys/team.pub"]
 //! [limits]                               # the most any manifest may set
 //! memory_mib = 128
 //! timeout_ms = 5000
@@ -25,6 +27,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use super::network::Endpoint;
+use super::signers::SignatureCeiling;
 use super::{Capability, LimitsSection};
 
 /// What may ever be granted.
@@ -46,6 +49,8 @@ pub struct Ceiling {
     /// The highest value of each `[limits]` key a manifest may set.
     #[serde(default)]
     limits: BTreeMap<String, u64>,
+    /// Who may sign remote components, and what vouches for them.
+    signatures: Option<SignatureCeiling>,
 }
 
 impl Ceiling {
@@ -93,7 +98,13 @@ impl Ceiling {
             secret_files: canonical(ceiling.secret_files)?,
             network: ceiling.network,
             limits: ceiling.limits,
+            signatures: ceiling.signatures.map(|section| section.rooted_at(base)),
         })
+    }
+
+    /// The `[signatures]` section, if the policy has one.
+    pub fn signatures(&self) -> Option<&SignatureCeiling> {
+        self.signatures.as_ref()
     }
 
     /// Whether the operator demands locked mode.

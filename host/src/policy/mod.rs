@@ -22,6 +22,7 @@ pub mod limits;
 pub mod network;
 mod output;
 mod sandbox;
+pub mod signers;
 mod standard;
 
 use std::path::{Path, PathBuf};

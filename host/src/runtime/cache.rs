@@ -102,6 +102,33 @@ impl CompileCache {
         })
     }
 
+    /// The folder `name` beside the compiled entries, for what else resmux
+    /// keeps with them (pulled components), made private when missing;
+    /// none when nothing is cached.
+    pub fn side_dir(&self, name: &str) -> Result<Option<PathBuf>> {
+        let Some(stored) = &self.stored else {
+            return Ok(None);
+        };
+        let dir = stored.dir.join(name);
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let metadata =
+            fs::metadata(&dir).with_context(|| format!("cannot read {}", dir.display()))?;
+        only_ours(&metadata, 0o022)
+            .with_context(|| format!("refusing {}: it vouches for components", dir.display()))?;
+        Ok(Some(dir))
+    }
+
+    /// A tag over `record`, stored as `name`, under the cache key: what
+    /// only this host (or another holding its key) can have written. None
+    /// when nothing is cached.
+    pub fn vouch(&self, name: &str, record: &[u8]) -> Option<blake3::Hash> {
+        self.stored.as_ref().map(|stored| stored.tag(name, record))
+    }
+
     /// Whether the cache holds an entry for the component whose SHA-256 is
     /// `digest`, compiled by `engine`; its tag is checked only when it is
     /// loaded.

@@ -107,6 +107,11 @@ impl Runtime {
         })
     }
 
+    /// The compile cache, which pulled components are kept beside.
+    pub fn cache(&self) -> &CompileCache {
+        &self.cache
+    }
+
     /// The runtime whose engine gives plugins `stack_kib` KiB of stack; the
     /// engine is created on first use, with the clock that drives its time
     /// limits.

@@ -89,6 +89,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         rules: RulesArgs {
             policy: None,
             locked: false,
+            plain_http: Vec::new(),
         },
     };
     let http = http.map(|address| HttpOptions {
