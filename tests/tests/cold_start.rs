@@ -135,13 +135,11 @@ async fn compile_fills_a_cache_so_that_a_start_lists_every_plugin_at_once() {
     let broken = folder.path().join("broken.wasm");
     let broken = broken.to_str().unwrap();
     assert!(
-        errors.contains(&format!(
-            "resmux: {broken} did not compile: cannot load {broken}"
-        )),
+        errors.contains(&format!("resmux: {broken} not ready: cannot load {broken}")),
         "{errors}"
     );
     assert!(
-        errors.contains(&format!("1 of 4 plugin(s) did not compile: {broken}")),
+        errors.contains(&format!("1 of 4 plugin(s) not ready: {broken}")),
         "{errors}"
     );
     assert_eq!(

@@ -146,8 +146,6 @@ fn default_scheme(stem: &str) -> String {
 pub struct Loaded {
     pub entry: Entry,
     pub plugin: Arc<WasmPlugin>,
-    /// Where a pulled component came from.
-    pub provenance: Option<Provenance>,
     /// What it was loaded from, to tell a real change from a touch.
     pub fingerprint: Fingerprint,
 }
@@ -565,10 +563,9 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     let located = locate(runtime, &entry, rules).await?;
     let (compiled, stamp, located) = compile_off_runtime(runtime, &entry, located).await?;
     let mut fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone(), stamp)?;
-    let provenance = located.provenance;
-    fingerprint.remote_digest = provenance
-        .as_ref()
-        .map(|provenance| provenance.manifest_digest.clone());
+    fingerprint.remote_digest = located
+        .provenance
+        .map(|provenance| provenance.manifest_digest);
     let config = entry.manifest.config_pairs()?;
     let plugin = runtime.with_stack(policy.limits.stack_kib)?.plugin(
         &entry.scheme,
@@ -588,7 +585,6 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     Ok(Loaded {
         entry,
         plugin: Arc::new(plugin),
-        provenance,
         fingerprint,
     })
 }

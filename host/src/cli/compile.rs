@@ -63,7 +63,7 @@ pub async fn compile(paths: &[PathBuf], cache: &CacheArgs, rules: &Rules) -> Res
     written?;
     for failure in &failures {
         eprintln!(
-            "resmux: {} did not compile: {:#}",
+            "resmux: {} not ready: {:#}",
             failure.declared_by.display(),
             failure.error
         );
@@ -74,7 +74,7 @@ pub async fn compile(paths: &[PathBuf], cache: &CacheArgs, rules: &Rules) -> Res
             .map(|failure| failure.declared_by.display().to_string())
             .collect();
         bail!(
-            "{} of {total} plugin(s) did not compile: {}",
+            "{} of {total} plugin(s) not ready: {}",
             failures.len(),
             names.join(", ")
         );

@@ -340,6 +340,12 @@ fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>> {
 pub fn key_der(path: &Path) -> Result<Vec<u8>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read public key {}", path.display()))?;
+    if text.contains("PRIVATE KEY-----") {
+        bail!(
+            "{} is a private key; name its public half (the .pub file) instead",
+            path.display()
+        );
+    }
     let mut blocks = pem_blocks(&text, "PUBLIC KEY")
         .with_context(|| format!("{} holds a damaged PEM public key", path.display()))?;
     if blocks.len() != 1 {

@@ -210,18 +210,23 @@ fn component_config(bytes: &[u8]) -> Result<Vec<u8>> {
 /// The cosign key in the file at `path`, opened with [`PASSWORD_VARIABLE`].
 fn read_signing_key(path: &Path) -> Result<PrivateKeySigner> {
     let pem = std::fs::read(path).with_context(|| format!("cannot read key {}", path.display()))?;
-    let password = std::env::var(PASSWORD_VARIABLE).unwrap_or_default();
     let pair = if String::from_utf8_lossy(&pem).contains("ENCRYPTED") {
-        SigStoreKeyPair::from_encrypted_pem(&pem, password.as_bytes())
+        let password = std::env::var(PASSWORD_VARIABLE).map_err(|_| {
+            anyhow!(
+                "key {} is encrypted: set {PASSWORD_VARIABLE} to its password",
+                path.display()
+            )
+        })?;
+        SigStoreKeyPair::from_encrypted_pem(&pem, password.as_bytes()).map_err(|error| {
+            anyhow!(
+                "cannot open key {}: {PASSWORD_VARIABLE} is not its password ({error})",
+                path.display()
+            )
+        })?
     } else {
         SigStoreKeyPair::from_pem(&pem)
-    }
-    .map_err(|error| {
-        anyhow!(
-            "cannot open key {} (is {PASSWORD_VARIABLE} its password?): {error}",
-            path.display()
-        )
-    })?;
+            .map_err(|error| anyhow!("{} is not a cosign private key: {error}", path.display()))?
+    };
     let signer = pair
         .to_sigstore_signer(&SigningScheme::ECDSA_P256_SHA256_ASN1)
         .map_err(|error| anyhow!("key {} is not an ECDSA P-256 key: {error}", path.display()))?;

@@ -140,7 +140,7 @@ pub async fn verify(
     reasons.sort();
     reasons.dedup();
     Err(Pulling::Refused(anyhow!(
-        "none of the {} signature(s) of {digest} is by {accepted}: {}",
+        "none of the {} signature(s) of {digest} passes for {accepted}: {}",
         layers.len(),
         reasons.join("; ")
     )))
@@ -307,8 +307,8 @@ fn judge(
             "one carries a transparency-log entry that cannot be checked: give rekor_keys".into(),
         ),
         None if require_log_entry => Err(format!(
-            "one by {signer} has no transparency-log entry (set require_log_entry = false to \
-             accept an air-gapped signer's)"
+            "one by {signer} has no transparency-log entry (set require_log_entry = false in \
+             [pull] to accept an air-gapped signer's)"
         )),
         None => Ok(false),
     }
