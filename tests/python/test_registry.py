@@ -591,6 +591,11 @@ def test_keyless_signers_and_log_entries_are_checked_against_the_operators_trust
     case("misfiled", keyed_signer, trust, "has a transparency-log entry for another signature",
          lambda repository, digest: sign(store, repository, digest, keyed, bundle=lambda p, s, k: sigstore.bundle(
              p, s, k, logged_signature=base64.b64encode(b"another").decode())))
+    # A log entry vouched for by a log the operator does not know.
+    (tmp_path / "elsewhere").mkdir()
+    elsewhere = Sigstore(tmp_path / "elsewhere")
+    case("forged", keyed_signer, trust, "has no signature that passes sigstore's own checks",
+         lambda repository, digest: sign(store, repository, digest, keyed, bundle=elsewhere.bundle))
     case("unchecked", keyed_signer, "require_log_entry = false\n",
          "carries a transparency-log entry that cannot be checked: give rekor_keys",
          lambda repository, digest: sign(store, repository, digest, keyed, bundle=sigstore.bundle))

@@ -120,21 +120,19 @@ pub async fn verify(
     }
     let accepted: Vec<String> = rules.signers.iter().map(Accepted::to_string).collect();
     let accepted = accepted.join(" or ");
-    if layers.is_empty() {
-        let dropped = if bundled.stored > 0 {
-            format!(
-                "; {} stored signature(s) failed sigstore's own checks (a payload for another \
-                 digest, or a log entry that does not verify against rekor_keys)",
-                bundled.stored
-            )
-        } else {
-            String::new()
-        };
+    let tag = format!("{}:{}", digested.repository(), signature_tag(digest));
+    if layers.is_empty() && bundled.stored > 0 {
         return Err(Pulling::Refused(anyhow!(
-            "{digest} is not signed: no cosign signature for it is stored at \
-             {}:{}{dropped}; it must be signed by {accepted}",
-            digested.repository(),
-            signature_tag(digest)
+            "{digest} has no signature that passes sigstore's own checks: the {} stored at \
+             {tag} sign another digest or carry a log entry that does not verify against \
+             rekor_keys; it must be signed by {accepted}",
+            bundled.stored
+        )));
+    }
+    if layers.is_empty() {
+        return Err(Pulling::Refused(anyhow!(
+            "{digest} is not signed: no cosign signature for it is stored at {tag}; it must be \
+             signed by {accepted}"
         )));
     }
     reasons.sort();
