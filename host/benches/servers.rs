@@ -1231,15 +1231,21 @@ impl<'a> Subject<'a> {
 
 /// The conformance fixtures, served as `test` (the manifest's scheme).
 fn conformance_folder(resmux: &Resmux) -> TempDir {
+    folder_of(
+        resmux,
+        &[
+            ("conformance.wasm", "test.wasm"),
+            ("conformance.toml", "test.toml"),
+        ],
+    )
+}
+
+/// A new folder holding each built plugin file `from` as `to`.
+fn folder_of(resmux: &Resmux, files: &[(&str, &str)]) -> TempDir {
     let folder = temp_dir();
-    copy(
-        &resmux.plugin("conformance.wasm"),
-        &folder.path().join("test.wasm"),
-    );
-    copy(
-        &resmux.plugin("conformance.toml"),
-        &folder.path().join("test.toml"),
-    );
+    for (from, to) in files {
+        copy(&resmux.plugin(from), &folder.path().join(to));
+    }
     folder
 }
 
@@ -2111,16 +2117,10 @@ const SWAP_EVERY: Duration = Duration::from_millis(100);
 /// A replica's folder: the examples' `notes`, read by the clients, and
 /// `swapped`, replaced every [`SWAP_EVERY`] by the other of two components.
 fn replica_folder(resmux: &Resmux) -> TempDir {
-    let folder = temp_dir();
-    copy(
-        &resmux.plugin("notes.wasm"),
-        &folder.path().join("notes.wasm"),
-    );
-    copy(
-        &resmux.plugin("notes.wasm"),
-        &folder.path().join("swapped.wasm"),
-    );
-    folder
+    folder_of(
+        resmux,
+        &[("notes.wasm", "notes.wasm"), ("notes.wasm", "swapped.wasm")],
+    )
 }
 
 /// Replaces `swapped.wasm` in each folder every [`SWAP_EVERY`] (written

@@ -13,9 +13,10 @@
 //! The key is derived from a secret and the current rotation period, so it
 //! changes every period; a cursor opens in the period it was sealed in and
 //! the next one (and in the one before, for a replica whose clock runs
-//! behind the sealer's). Every replica must rotate at the same interval. The secret is random per process unless the operator
-//! shares one between replicas ([`CursorSeal::shared`]), several of them
-//! while one replaces another: the first seals, every one opens.
+//! behind the sealer's). Every replica must rotate at the same interval.
+//! The secret is random per process unless the operator shares one between
+//! replicas ([`CursorSeal::shared`]), several of them while one replaces
+//! another: the first seals, every one opens.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

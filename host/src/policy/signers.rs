@@ -65,17 +65,6 @@ pub struct Identity {
     pub issuer: String,
 }
 
-impl std::fmt::Display for Signer {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Key(path) => write!(formatter, "key {}", path.display()),
-            Self::Identity(Identity { identity, issuer }) => {
-                write!(formatter, "identity {identity} (issuer {issuer})")
-            }
-        }
-    }
-}
-
 /// A manifest's `[pull]` section.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -337,7 +326,7 @@ fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>> {
 }
 
 /// The DER bytes of the PEM public key in the file at `path`.
-pub fn key_der(path: &Path) -> Result<Vec<u8>> {
+fn key_der(path: &Path) -> Result<Vec<u8>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read public key {}", path.display()))?;
     if text.contains("PRIVATE KEY-----") {

@@ -235,18 +235,8 @@ impl Stored {
 
     fn store(&self, cache: &Dir, entry: &str, compiled: &[u8]) -> std::io::Result<()> {
         let tag = self.tag(entry, compiled);
-        // Unique even between two loads of the same component at once.
-        let temporary = format!(
-            ".{entry}.{}.{:016x}.tmp",
-            std::process::id(),
-            rand::random::<u64>()
-        );
         // Mode 600 whatever the umask: a group-writable entry is refused.
-        let mut file = crate::owner_file::create(cache, temporary.as_str())?;
-        file.write_all(tag.as_bytes())?;
-        file.write_all(compiled)?;
-        drop(file);
-        cache.rename(&temporary, cache, entry)
+        crate::owner_file::replace(cache, entry, &[tag.as_bytes(), compiled])
     }
 }
 

@@ -49,24 +49,21 @@ pub struct Registries {
 pub const AUTH_VARIABLE: &str = "RESMUX_REGISTRY_AUTH";
 
 impl Registries {
-    /// The protocol for `registry`: HTTPS, unless it is loopback or the
-    /// operator listed it.
-    fn protocol(&self, registry: &str) -> ClientProtocol {
+    /// The registries that `registry`'s clients speak plain HTTP to: those
+    /// the operator listed, and `registry` itself if it is loopback.
+    fn plain_http_for(&self, registry: &str) -> Vec<String> {
         let mut plain = self.plain_http.clone();
         if is_loopback(registry) {
             plain.push(registry.to_owned());
         }
-        ClientProtocol::HttpsExcept(plain)
+        plain
     }
 
-    /// The same for sigstore's own registry client.
+    /// The configuration of sigstore's own client for `registry`.
     fn sigstore_config(&self, registry: &str) -> sigstore::registry::ClientConfig {
         sigstore::registry::ClientConfig {
             protocol: sigstore::registry::ClientProtocol::HttpsExcept(
-                match self.protocol(registry) {
-                    ClientProtocol::HttpsExcept(plain) => plain,
-                    ClientProtocol::Http | ClientProtocol::Https => Vec::new(),
-                },
+                self.plain_http_for(registry),
             ),
             ..Default::default()
         }
@@ -75,7 +72,9 @@ impl Registries {
     /// A client for `reference`'s registry.
     fn client(&self, reference: &Reference) -> Result<Client> {
         let config = ClientConfig {
-            protocol: self.protocol(reference.resolve_registry()),
+            protocol: ClientProtocol::HttpsExcept(
+                self.plain_http_for(reference.resolve_registry()),
+            ),
             platform_resolver: None,
             connect_timeout: Some(Duration::from_secs(10)),
             read_timeout: Some(Duration::from_secs(30)),

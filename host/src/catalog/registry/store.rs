@@ -8,7 +8,6 @@
 //! the process and nothing is recorded.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -204,17 +203,8 @@ fn signer_id(signer: &Accepted) -> Result<String> {
     })
 }
 
-/// Writes `bytes` as `name` in `folder`: aside first, then renamed into
-/// place, so that no reader sees half a file.
+/// [`crate::owner_file::replace`] in the folder at `folder`.
 fn write_aside(folder: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let dir = Dir::open_ambient_dir(folder, ambient_authority())?;
-    let temporary = format!(
-        ".{name}.{}.{:016x}.tmp",
-        std::process::id(),
-        rand::random::<u64>()
-    );
-    let mut file = crate::owner_file::create(&dir, temporary.as_str())?;
-    file.write_all(bytes)?;
-    drop(file);
-    dir.rename(&temporary, &dir, name)
+    crate::owner_file::replace(&dir, name, &[bytes])
 }
