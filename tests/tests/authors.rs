@@ -123,6 +123,13 @@ async fn uncaught_exception_is_an_internal_error(
     assert_eq!(text.matches(read).count(), 1, "{lang}: {read:?} in\n{text}");
     std::fs::write(&source, text.replace(read, &format!("{read}\n{raise}"))).unwrap();
     build(&project);
+    // Compiled ahead, as the operator's `resmux pull` does: a start that
+    // finds the plugin still compiling announces it with list_changed.
+    let component = project.join("hello.wasm");
+    succeeded(
+        resmux(&["compile", component.to_str().unwrap()]),
+        "resmux compile",
+    );
 
     let mut server = RawServer::start(&project, &[]).unwrap();
     server.initialize("2025-11-25").await.unwrap();

@@ -221,23 +221,37 @@ impl LiveFolder {
         due
     }
 
-    /// Whether the tag `entry` is pulled by names another digest than the
-    /// one `scheme` serves. A registry that cannot be asked leaves the
+    /// The schemes among `due` whose tag names another digest than the one
+    /// they serve, all looked up at once, so that a registry that does not
+    /// answer holds the folder back for one look-up's patience, however
+    /// many tags it serves. A registry that cannot be asked leaves the
     /// plugin serving.
-    async fn tag_moved(&self, scheme: &str, entry: &Entry) -> bool {
-        let (Source::Registry(remote), Some(serving)) =
-            (&entry.component, self.serving.get(scheme))
-        else {
-            return false;
-        };
-        let serving_digest = serving.fingerprint.remote_digest.clone();
-        match current_digest(remote, &self.rules.registries).await {
-            Ok(digest) => Some(digest) != serving_digest,
-            Err(error) => {
-                tracing::warn!(scheme, "{error:#}; the version pulled before keeps serving");
-                false
-            }
-        }
+    async fn moved_tags(&self, due: &BTreeSet<String>, entries: &[Entry]) -> BTreeSet<String> {
+        let lookups = entries.iter().filter_map(|entry| {
+            let Source::Registry(remote) = &entry.component else {
+                return None;
+            };
+            let serving = self.serving.get(&entry.scheme)?;
+            due.contains(&entry.scheme).then_some(async move {
+                let scheme = entry.scheme.as_str();
+                match current_digest(remote, &self.rules.registries).await {
+                    Ok(digest) => (Some(digest) != serving.fingerprint.remote_digest)
+                        .then(|| scheme.to_owned()),
+                    Err(error) => {
+                        tracing::warn!(
+                            scheme,
+                            "{error:#}; the version pulled before keeps serving"
+                        );
+                        None
+                    }
+                }
+            })
+        });
+        futures::future::join_all(lookups)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     /// Reads the folder again and brings the namespace in line with it;
@@ -275,9 +289,10 @@ impl LiveFolder {
             self.namespace.unmount(&scheme);
             tracing::info!(scheme, "plugin removed");
         }
+        let moved_tags = self.moved_tags(&due, &entries).await;
         for entry in entries {
             let scheme = entry.scheme.clone();
-            let moved = due.contains(&scheme) && self.tag_moved(&scheme, &entry).await;
+            let moved = moved_tags.contains(&scheme);
             if !moved
                 && let Some(serving) = self.serving.get_mut(&scheme)
                 && serving.declared_by == entry.declared_by
