@@ -34,7 +34,7 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
 
 use super::grant_watch::GrantWatch;
-use super::registry::current_digest;
+use super::registry::{Remote, current_digest};
 use super::{Entry, Fingerprint, Loaded, Rules, Source, load, scan};
 use crate::namespace::Namespace;
 use crate::runtime::Runtime;
@@ -224,34 +224,39 @@ impl LiveFolder {
     /// The schemes among `due` whose tag names another digest than the one
     /// they serve, all looked up at once, so that a registry that does not
     /// answer holds the folder back for one look-up's patience, however
-    /// many tags it serves. A registry that cannot be asked leaves the
-    /// plugin serving.
+    /// many tags it serves.
     async fn moved_tags(&self, due: &BTreeSet<String>, entries: &[Entry]) -> BTreeSet<String> {
-        let lookups = entries.iter().filter_map(|entry| {
-            let Source::Registry(remote) = &entry.component else {
-                return None;
-            };
-            let serving = self.serving.get(&entry.scheme)?;
-            due.contains(&entry.scheme).then_some(async move {
-                let scheme = entry.scheme.as_str();
-                match current_digest(remote, &self.rules.registries).await {
-                    Ok(digest) => (Some(digest) != serving.fingerprint.remote_digest)
-                        .then(|| scheme.to_owned()),
-                    Err(error) => {
-                        tracing::warn!(
-                            scheme,
-                            "{error:#}; the version pulled before keeps serving"
-                        );
-                        None
+        let lookups = entries
+            .iter()
+            .filter(|entry| due.contains(&entry.scheme))
+            .filter_map(
+                |entry| match (&entry.component, self.serving.get(&entry.scheme)) {
+                    (Source::Registry(remote), Some(serving)) => {
+                        Some(self.tag_moved(&entry.scheme, remote, serving))
                     }
-                }
-            })
-        });
+                    _ => None,
+                },
+            );
         futures::future::join_all(lookups)
             .await
             .into_iter()
             .flatten()
             .collect()
+    }
+
+    /// `scheme`, if the tag `remote` names another digest than the one
+    /// `serving` was pulled at. A registry that cannot be asked leaves the
+    /// plugin serving.
+    async fn tag_moved(&self, scheme: &str, remote: &Remote, serving: &Serving) -> Option<String> {
+        match current_digest(remote, &self.rules.registries).await {
+            Ok(digest) => {
+                (Some(digest) != serving.fingerprint.remote_digest).then(|| scheme.to_owned())
+            }
+            Err(error) => {
+                tracing::warn!(scheme, "{error:#}; the version pulled before keeps serving");
+                None
+            }
+        }
     }
 
     /// Reads the folder again and brings the namespace in line with it;
