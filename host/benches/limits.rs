@@ -116,7 +116,7 @@ fn limits(c: &mut Criterion) {
         .plugin(
             "files",
             &compiled.component,
-            manifest.policy(data.path()).unwrap(),
+            manifest.grants(data.path()).unwrap(),
             Vec::new(),
         )
         .unwrap();

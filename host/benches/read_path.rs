@@ -112,9 +112,9 @@ fn wasm_plugin(
 ) -> WasmPlugin {
     let manifest: Manifest = toml::from_str(manifest).unwrap();
     let compiled = runtime.compile(bytes, None).unwrap();
-    let policy = manifest.policy(folder).unwrap();
+    let grants = manifest.grants(folder).unwrap();
     runtime
-        .plugin(name, &compiled.component, policy, Vec::new())
+        .plugin(name, &compiled.component, grants, Vec::new())
         .unwrap()
 }
 

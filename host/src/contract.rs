@@ -12,7 +12,7 @@ use serde::Deserialize;
 /// A failure reported by a provider, or by the host while running one.
 /// The limits on what one provider answers, which the namespace applies to
 /// every answer before it reaches a client: the answer half of a manifest's
-/// `[limits]` (the sandbox half is the policy's).
+/// `[limits]` (the sandbox half is the grants').
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AnswerLimits {

@@ -12,7 +12,8 @@
 //! - [`catalog`]: the plugin folder and its manifests, loaded into a namespace
 //!   and kept in step with the folder while serving;
 //! - [`runtime`]: the wasmtime engine that runs plugin components;
-//! - [`policy`]: what one plugin is granted and the limits it runs under;
+//! - [`grants`]: what one plugin is granted and the limits it runs under, and
+//!   the ceiling on what any plugin may be granted;
 //! - [`contract`]: the provider trait and data, shared by namespace and runtime;
 //! - [`toml_file`]: reading the operator's TOML files, for every layer that has one;
 //! - [`telemetry`]: metrics, traces and logs, which every layer records into.
@@ -20,9 +21,9 @@
 pub mod access;
 pub mod catalog;
 pub mod contract;
+pub mod grants;
 pub mod namespace;
 pub mod owner_file;
-pub mod policy;
 pub mod protocol;
 pub mod runtime;
 pub mod telemetry;

@@ -1,4 +1,4 @@
-//! Reading the operator's TOML files (plugin manifests, the operator policy,
+//! Reading the operator's TOML files (plugin manifests, the ceiling,
 //! the tokens and auth files), with errors that name the file.
 
 use std::path::Path;

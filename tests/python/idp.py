@@ -18,7 +18,7 @@ NODE = ROOT / "tests/node/node_modules/.bin/node"
 IDP = ROOT / "tests/node/idp.mjs"
 STATIC_TOKEN = "static-token-0123456789"
 # How long resmux waits on the issuer for its keys or an answer about a
-# token (ISSUER_DEADLINE in host/src/access/oauth/fetch.rs, stated in README).
+# token (ISSUER_DEADLINE in host/src/access/oauth/fetch.rs, stated in docs/operators.md).
 ISSUER_DEADLINE = 5
 CLIENTS = [
     {"client_id": "reader", "client_secret": "readersecret0123", "scope": "mcp:read", "groups": ["finance"]},

@@ -1,7 +1,7 @@
 """The deployment recipes in deploy/, checked offline: this machine runs no
 containers and no cluster, so the Kubernetes manifests and the Dockerfile are
 read and held to what they promise, and what they run (resmux with the
-StatefulSet's arguments, its plugin manifests and its operator policy, the
+StatefulSet's arguments, its plugin manifests and its ceiling, the
 plugins pulled from a real registry; haproxy with deploy/haproxy.cfg and the
 environment its Deployment sets) is started here as processes."""
 
@@ -122,7 +122,7 @@ def test_the_replicas_and_haproxy_run_as_the_manifests_say(serve, registry, tmp_
             "--http": "127.0.0.1:0",
             "--metrics": metrics,
             "--cursor-secret-file": secret,
-            "--policy": policy,
+            "--ceiling": policy,
             "--cache-dir": tmp_path / f"cache-{n}",
             "--cache-key": tmp_path / f"cache-key-{n}",
         }
@@ -185,7 +185,7 @@ def test_the_plugins_come_from_the_registry_signed_by_a_key_the_policy_lists():
     assert set(mounts) == {volume["name"] for volume in pod["volumes"]} | claims
     args = dict(arg.split("=", 1) for arg in container["args"][1:] if "=" in arg)
     assert args["--plugins"] == mounts["plugins"]
-    assert args["--policy"] == f"{mounts['policy']}/policy.toml"
+    assert args["--ceiling"] == f"{mounts['policy']}/policy.toml"
     # Pulled components, and the key that vouches for them, go to the
     # replica's own volume, whose group is set once, not on every mount.
     assert args["--cache-dir"].startswith(mounts["pulled"] + "/")

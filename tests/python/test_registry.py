@@ -383,10 +383,10 @@ def test_the_operator_policy_decides_who_may_sign_and_locked_mode_requires_it(se
     (plugins / "ownroot.toml").write_text(f'oci = "{reference}"\n{AIR_GAPPED}fulcio_roots = "mine.pem"\n')
     cache = {"RESMUX_CACHE_DIR": str(tmp_path / "cache")}
     server = serve(plugins=plugins, args=["--policy", str(policy)], env=cache)
-    assert logged(server, f"which the operator policy's [signatures] does not list"), "".join(server.log)
+    assert logged(server, f"which the ceiling's [signatures] does not list"), "".join(server.log)
     line = next(line for line in server.log if "does not list" in line)
     assert f"signed_by names key {keys / 'other.pub'}" in line and "unlisted.toml" in line
-    assert logged(server, "the operator policy's [signatures] sets the trust root; remove fulcio_roots")
+    assert logged(server, "the ceiling's [signatures] sets the trust root; remove fulcio_roots")
 
     async def scenario():
         async with Client(server.url, mode="auto", cache=None) as client:
@@ -397,7 +397,7 @@ def test_the_operator_policy_decides_who_may_sign_and_locked_mode_requires_it(se
         (plugins / f"{name}.toml").unlink()
     unlisted = resmux("pull", "--locked", str(plugins), env=cache)
     assert unlisted.returncode != 0
-    assert "locked mode requires the operator policy's [signatures] to list who may sign" in unlisted.stderr
+    assert "locked mode requires the ceiling's [signatures] to list who may sign" in unlisted.stderr
     locked = resmux("pull", "--locked", "--policy", str(policy), str(plugins / "listed.toml"), env=cache)
     assert locked.returncode == 0, locked.stderr
     assert f"signed by key {keys / 'team.pub'}" in locked.stdout

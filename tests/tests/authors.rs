@@ -14,19 +14,37 @@ use resmux_tests::{Folder, RawServer, cache_dir, resmux, resmux_bin, workspace};
 use serde_json::json;
 
 /// PATH with the tools scripts/build installed first (componentize-py and
-/// Go in target/plugin-tools).
+/// Go in target/plugin-tools), and before them a `resmux` that only fails:
+/// a project's build.sh must call the resmux that wrote it, not one on PATH.
 fn path_with_tools() -> std::ffi::OsString {
+    let decoy = workspace().join("target/decoy-resmux");
+    std::fs::create_dir_all(&decoy).unwrap();
+    let script = decoy.join("resmux");
+    if !script.exists() {
+        // Written aside and renamed in, as tests run side by side.
+        let thread = std::thread::current().id();
+        let aside = decoy.join(format!("resmux.{}.{thread:?}", std::process::id()));
+        std::fs::write(
+            &aside,
+            "#!/bin/sh\necho 'the resmux on PATH ran, not the one that wrote the project' >&2\nexit 1\n",
+        )
+        .unwrap();
+        let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&aside, executable).unwrap();
+        std::fs::rename(&aside, &script).unwrap();
+    }
     let tools = workspace().join("target/plugin-tools/bin");
     let path = std::env::var_os("PATH").unwrap();
-    std::env::join_paths(std::iter::once(tools).chain(std::env::split_paths(&path))).unwrap()
+    let first = [decoy, tools];
+    std::env::join_paths(first.into_iter().chain(std::env::split_paths(&path))).unwrap()
 }
 
-/// What build scripts need: resmux itself, and the tools scripts/build
-/// installed.
+/// What build scripts need: the tools scripts/build installed, with RESMUX
+/// unset, as for an author who ran README's first command.
 fn author_env(command: &mut Command) -> &mut Command {
     command
         .env("PATH", path_with_tools())
-        .env("RESMUX", resmux_bin())
+        .env_remove("RESMUX")
         .env("RESMUX_CACHE_DIR", cache_dir())
         // Rust projects share one target folder, so the SDK's dependencies
         // build once.

@@ -317,7 +317,7 @@ async fn one_call_costs_the_host_no_more_memory_than_its_limits_allow() {
         "{hog}"
     );
     let grown = peak_resident(server.pid()).saturating_sub(before);
-    // README: 2 x memory_mib + max_handles x 64 KiB + 128 KiB + 3 x max_read_bytes.
+    // docs/security.md: 2 x memory_mib + max_handles x 64 KiB + 128 KiB + 3 x max_read_bytes.
     let bound = (2 * 64 + 256 / 16 + 3 * 16) * 1024 * 1024 + 128 * 1024;
     assert!(
         grown <= bound,

@@ -1,4 +1,4 @@
-//! Locked-down deployments: digest pins, `--locked`, and the operator policy
+//! Locked-down deployments: digest pins, `--locked`, and the ceiling
 //! that caps what any manifest may grant.
 
 use resmux_tests::{Folder, resmux};
@@ -84,15 +84,16 @@ fn locked_mode_demands_pins_and_refuses_to_start_on_any_error() {
     let policy = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(policy.path(), "locked = true\n").unwrap();
     let policy = policy.path().to_str().unwrap();
+    // `--policy`, the flag's old name, still names the ceiling.
     let (ok, _, stderr) = listing(&["list", "--plugins", plugins, "--policy", policy]);
     assert!(
         !ok && stderr.contains("locked mode refuses to start: 1 plugin(s)"),
-        "the policy file's locked = true was not applied: {stderr}"
+        "the ceiling's locked = true was not applied: {stderr}"
     );
 }
 
 #[test]
-fn the_operator_policy_caps_every_grant() {
+fn the_ceiling_caps_every_grant() {
     let folder = Folder::new();
     folder
         .file("allowed/a.txt", b"a")
@@ -128,23 +129,46 @@ fn the_operator_policy_caps_every_grant() {
         "list",
         "--plugins",
         plugins.to_str().unwrap(),
-        "--policy",
+        "--ceiling",
         policy.to_str().unwrap(),
     ]);
     assert!(ok, "{stderr}");
     assert_eq!(stdout, "good://a.txt\ta.txt\ttext/plain\t1\n");
+    // The same ceiling named by RESMUX_CEILING, and by the variable it once
+    // was: a deployment that still sets RESMUX_POLICY keeps its ceiling.
+    for (variable, warned) in [("RESMUX_CEILING", false), ("RESMUX_POLICY", true)] {
+        let output = std::process::Command::new(resmux_tests::resmux_bin())
+            .args(["list", "--plugins", plugins.to_str().unwrap()])
+            .env("RESMUX_CACHE_DIR", resmux_tests::cache_dir())
+            .env("RUST_LOG", "warn")
+            .env(variable, &policy)
+            .output()
+            .unwrap();
+        let by_variable = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            stdout,
+            "{variable}: {by_variable}"
+        );
+        assert!(
+            by_variable.contains("the ceiling allows no grant of host variable HOME"),
+            "{variable}: {by_variable}"
+        );
+        assert_eq!(
+            by_variable.contains("RESMUX_POLICY names the ceiling file; it is RESMUX_CEILING now"),
+            warned,
+            "{variable}: {by_variable}"
+        );
+    }
     let forbidden = folder.path().join("forbidden").canonicalize().unwrap();
     for refusal in [
+        format!("the ceiling allows no grant of {}", forbidden.display()),
         format!(
-            "the operator policy allows no grant of {}",
-            forbidden.display()
-        ),
-        format!(
-            "the operator policy allows no grant of {}",
+            "the ceiling allows no grant of {}",
             folder.path().canonicalize().unwrap().display()
         ),
-        "the operator policy allows no grant of host variable HOME".to_owned(),
-        "the operator policy allows no network grant of http://169.254.169.254:80".to_owned(),
+        "the ceiling allows no grant of host variable HOME".to_owned(),
+        "the ceiling allows no network grant of http://169.254.169.254:80".to_owned(),
     ] {
         assert!(
             stderr.contains(&refusal),
@@ -155,7 +179,7 @@ fn the_operator_policy_caps_every_grant() {
     let report = resmux(&[
         "inspect",
         plugins.join("greedy.wasm").to_str().unwrap(),
-        "--policy",
+        "--ceiling",
         policy.to_str().unwrap(),
     ]);
     let report = String::from_utf8_lossy(&report.stdout);
@@ -163,7 +187,7 @@ fn the_operator_policy_caps_every_grant() {
 }
 
 #[test]
-fn the_operator_policy_caps_writes_and_limits_before_anything_is_resolved() {
+fn the_ceiling_caps_writes_and_limits_before_anything_is_resolved() {
     let folder = Folder::new();
     folder
         .file("allowed/a.txt", b"a")
@@ -208,7 +232,7 @@ fn the_operator_policy_caps_writes_and_limits_before_anything_is_resolved() {
 
     let staging = folder.path().join("staging");
     let output = std::process::Command::new(resmux_tests::resmux_bin())
-        .args(["list", "--plugins", plugins.to_str().unwrap(), "--policy"])
+        .args(["list", "--plugins", plugins.to_str().unwrap(), "--ceiling"])
         .arg(folder.path().join("policy.toml"))
         .env("RESMUX_CACHE_DIR", resmux_tests::cache_dir())
         .env("TMPDIR", &staging)
@@ -225,12 +249,12 @@ fn the_operator_policy_caps_writes_and_limits_before_anything_is_resolved() {
     let allowed = folder.path().join("allowed").canonicalize().unwrap();
     for refusal in [
         format!(
-            "the operator policy allows no read-write grant of {}",
+            "the ceiling allows no read-write grant of {}",
             allowed.display()
         ),
-        "the operator policy allows timeout_ms of at most 20000, not 60000".to_owned(),
+        "the ceiling allows timeout_ms of at most 20000, not 60000".to_owned(),
         format!(
-            "the operator policy allows no grant of secret file {}",
+            "the ceiling allows no grant of secret file {}",
             fifo.canonicalize().unwrap().display()
         ),
         "its component ../outside.wasm lies outside the plugin folder".to_owned(),
@@ -263,7 +287,7 @@ fn the_operator_policy_caps_writes_and_limits_before_anything_is_resolved() {
         "list",
         "--plugins",
         plugins.to_str().unwrap(),
-        "--policy",
+        "--ceiling",
         folder.path().join("policy.toml").to_str().unwrap(),
     ]);
     assert!(!ok);

@@ -23,7 +23,9 @@ pub struct Record<'a> {
     /// The MCP method: `resources/read`, `tools/call`,
     /// `resources/subscribe` or `completion/complete`.
     pub via: &'a str,
-    /// The resource's URI; the template's for completions.
+    /// The resource's URI (the template's, for completions) in the one
+    /// spelling the host keys on, its scheme lowercased; as the client sent
+    /// it when it does not parse.
     pub uri: &'a str,
     /// `allow` or `deny`; absent when the request was refused before a
     /// decision (a rate limit, a URI that does not parse).

@@ -33,7 +33,7 @@ use rustix::fs::{CWD, Dir, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use tokio::sync::Notify;
 
-use crate::policy::files::on_local_filesystem;
+use crate::grants::files::on_local_filesystem;
 
 /// The most directories (and granted files) watched for one plugin.
 const MAX_WATCHES_PER_PLUGIN: usize = 1024;

@@ -190,7 +190,7 @@ fn serving(loaded: &Loaded) -> (String, Serving) {
         Serving {
             declared_by: loaded.entry.declared_by.clone(),
             fingerprint: loaded.fingerprint.clone(),
-            granted: loaded.plugin.policy().watched_paths(),
+            granted: loaded.plugin.grants().watched_paths(),
             poll: poll(&loaded.entry),
         },
     )

@@ -9,11 +9,11 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use serde::Deserialize;
 
+use crate::grants::environment::EnvSection;
+use crate::grants::files::FilesSection;
+use crate::grants::signers::{PullSection, Signer};
+use crate::grants::{Capability, Grants, LimitsSection, NetworkGrant};
 use crate::namespace::MountSettings;
-use crate::policy::environment::EnvSection;
-use crate::policy::files::FilesSection;
-use crate::policy::signers::{PullSection, Signer};
-use crate::policy::{Capability, LimitsSection, NetworkGrant, Policy};
 
 /// The shortest interval between two change reports of one plugin.
 const MIN_CHANGE_INTERVAL_MS: u64 = 100;
@@ -125,16 +125,16 @@ impl Manifest {
         [&self.limits, &self.files, &self.env, &self.network]
     }
 
-    /// The plugin's policy, with its grants resolved against `manifest_dir`.
-    pub fn policy(&self, manifest_dir: &Path) -> Result<Policy> {
-        Policy::resolve(&self.capabilities(), &self.limits, manifest_dir)
+    /// The plugin's grants, resolved against `manifest_dir`.
+    pub fn grants(&self, manifest_dir: &Path) -> Result<Grants> {
+        Grants::resolve(&self.capabilities(), &self.limits, manifest_dir)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::EnvSource;
+    use crate::grants::EnvSource;
 
     #[test]
     fn parses_a_full_manifest() {
@@ -176,7 +176,7 @@ mod tests {
         assert!(!Manifest::default().mount_settings().listing_follows_files);
         assert_eq!(
             manifest.files.0[0].access,
-            crate::policy::files::Access::ReadWrite
+            crate::grants::files::Access::ReadWrite
         );
         assert_eq!(
             manifest.env.0["TOKEN"],
@@ -188,7 +188,7 @@ mod tests {
         );
         assert_eq!(
             manifest.limits.sandbox.memory_mib,
-            crate::policy::Limits::default().memory_mib
+            crate::grants::Limits::default().memory_mib
         );
         assert_eq!(
             manifest.network.entries()[0].to_string(),

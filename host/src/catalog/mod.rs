@@ -34,9 +34,9 @@ use sha2::{Digest, Sha256};
 pub use manifest::Manifest;
 pub use registry::{Provenance, Registries, Remote};
 
+use crate::grants::signers::SignatureRules;
+use crate::grants::{Ceiling, files};
 use crate::namespace::{MountSettings, Namespace, uri};
-use crate::policy::signers::SignatureRules;
-use crate::policy::{Ceiling, files};
 use crate::runtime::{Compiled, Runtime, WasmPlugin};
 
 /// How strictly a folder is loaded.
@@ -559,7 +559,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     if let Some(ceiling) = &rules.ceiling {
         ceiling.check(&entry.manifest.capabilities(), manifest_dir)?;
     }
-    let policy = entry.manifest.policy(manifest_dir)?;
+    let grants = entry.manifest.grants(manifest_dir)?;
     let located = locate(runtime, &entry, rules).await?;
     let (compiled, stamp, located) = compile_off_runtime(runtime, &entry, located).await?;
     let mut fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone(), stamp)?;
@@ -567,10 +567,10 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         .provenance
         .map(|provenance| provenance.manifest_digest);
     let config = entry.manifest.config_pairs()?;
-    let plugin = runtime.with_stack(policy.limits.stack_kib)?.plugin(
+    let plugin = runtime.with_stack(grants.limits.stack_kib)?.plugin(
         &entry.scheme,
         &compiled.component,
-        policy,
+        grants,
         config,
     )?;
     plugin.start().await?;

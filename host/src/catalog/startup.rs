@@ -17,8 +17,8 @@ use anyhow::Result;
 use futures::StreamExt;
 
 use super::{Entry, Failure, Loaded, Loading, Rules, at_once, load_each, scan};
+use crate::grants::files;
 use crate::namespace::Namespace;
-use crate::policy::files;
 use crate::runtime::Runtime;
 
 /// A folder's plugins, expected by a namespace, that are still to load.

@@ -24,7 +24,6 @@ use resmux::contract::{
 use resmux::namespace::answers::{self, Listable};
 use resmux::namespace::cursor::Listing;
 use resmux::namespace::promises::Promises;
-use resmux::namespace::uri;
 use resmux::namespace::{Resource, Template};
 use resmux::runtime::{Runtime, WasmPlugin};
 
@@ -51,7 +50,7 @@ pub async fn check(
     };
     let (manifest, scheme) = (&entry.manifest, entry.scheme.as_str());
     // A manifest naming an `oci` component is checked on the component
-    // pulled and verified as `serve` would, without an operator policy.
+    // pulled and verified as `serve` would, without a ceiling.
     let located = match locate(runtime, &entry, &Rules::default()).await {
         Ok(located) => located,
         Err(error) => return report.fail(format!("{error:#}")),
@@ -62,14 +61,14 @@ pub async fn check(
             return report.fail(format!("cannot read {}: {error}", located.path.display()));
         }
     };
-    let (policy, config) = match (
-        manifest.policy(entry.manifest_dir()),
+    let (grants, config) = match (
+        manifest.grants(entry.manifest_dir()),
         manifest.config_pairs(),
     ) {
-        (Ok(policy), Ok(config)) => (policy, config),
+        (Ok(grants), Ok(config)) => (grants, config),
         (Err(error), _) | (_, Err(error)) => return report.fail(format!("manifest: {error:#}")),
     };
-    let runtime = runtime.with_stack(policy.limits.stack_kib)?;
+    let runtime = runtime.with_stack(grants.limits.stack_kib)?;
     let compiled = match runtime.compile(&bytes, located.pin.as_deref()) {
         Ok(compiled) => compiled,
         Err(error) => return report.fail(format!("{error:#}")),
@@ -79,7 +78,7 @@ pub async fn check(
         bytes.len(),
         compiled.digest
     ));
-    let plugin = match runtime.plugin(scheme, &compiled.component, policy, config) {
+    let plugin = match runtime.plugin(scheme, &compiled.component, grants, config) {
         Ok(plugin) => plugin,
         Err(error) => return report.fail(format!("{error:#}")),
     };
@@ -137,9 +136,9 @@ pub async fn check(
     )
     .await;
     for template in &templates {
-        complete_arguments(&plugin, scheme, template, &limits, &mut report).await;
+        complete_arguments(&plugin, template, &limits, &mut report).await;
     }
-    report_changes(&plugin, &mut report).await;
+    report_changes(&plugin, scheme, &limits, &mut report).await;
     report.finish()
 }
 
@@ -163,9 +162,8 @@ async fn read_sample(
     }
     for index in 0..sample {
         let resource = &listed[index * listed.len() / sample];
-        let path = &resource.uri[scheme.len() + "://".len()..];
-        let read = match plugin.read(path).await {
-            Ok(read) => answers::check_read(scheme, read, limits, promises)
+        let read = match plugin.read(resource.uri.path()).await {
+            Ok(read) => answers::admit_read(scheme, read, limits, promises)
                 .map_err(|reason| Problem::Broken(format!("read {}: {reason}", resource.uri))),
             Err(error) => Err(Problem::of(format!("read {}", resource.uri), error)),
         };
@@ -184,15 +182,14 @@ async fn read_sample(
 /// first letter of the first value offered (or `a`).
 async fn complete_arguments(
     plugin: &WasmPlugin,
-    scheme: &str,
     template: &Template,
     limits: &AnswerLimits,
     report: &mut Report,
 ) {
-    let path_template = &template.uri_template[scheme.len() + "://".len()..];
-    for argument in uri::template_variables(path_template) {
+    let uri_template = &template.uri_template;
+    for argument in uri_template.variables() {
         let request = |typed: &str| CompletionRequest {
-            path_template: path_template.to_owned(),
+            path_template: uri_template.path().to_owned(),
             argument: argument.to_owned(),
             value: typed.to_owned(),
             context: Vec::new(),
@@ -220,8 +217,8 @@ async fn complete_once(
         "complete {} {} from {:?}",
         template.uri_template, request.argument, request.value
     );
-    let values = match plugin.complete(request).await {
-        Ok(completion) => completion.values,
+    let admitted = match plugin.complete(request).await {
+        Ok(completion) => answers::admit_completion(completion, limits),
         Err(ProviderError::InvalidInput(reason)) => {
             report.pass(format!("{what}: declined ({reason})"));
             return None;
@@ -231,12 +228,9 @@ async fn complete_once(
             return None;
         }
     };
-    let max = limits.max_string_bytes as usize;
-    match values.iter().find(|value| value.len() > max) {
-        Some(long) => report.problem(Problem::Broken(format!(
-            "{what}: a value of {} bytes is over the {max}-byte limit of a string",
-            long.len()
-        ))),
+    let values = admitted.value.values;
+    match admitted.refused.first() {
+        Some(reason) => report.problem(Problem::Broken(format!("{what}: {reason}"))),
         None => report.pass(format!("{what}: {}", shown(&values))),
     }
     Some(values)
@@ -259,9 +253,23 @@ fn shown(values: &[String]) -> String {
 /// Asks for a first change report, then for what changed since it. A
 /// plugin that reports no changes (`unavailable`, the SDKs' default) keeps
 /// the contract: its subscribers just hear of no updates.
-async fn report_changes(plugin: &WasmPlugin, report: &mut Report) {
-    let first = match plugin.changes(None).await {
-        Ok(first) => first,
+async fn report_changes(
+    plugin: &WasmPlugin,
+    scheme: &str,
+    limits: &AnswerLimits,
+    report: &mut Report,
+) {
+    let admit = |report| {
+        answers::admit_changes(scheme, report, limits).and_then(|admitted| {
+            match admitted.refused.into_iter().next() {
+                Some(reason) => Err(reason),
+                None => Ok(admitted.value),
+            }
+        })
+    };
+    let first = match plugin.changes(None).await.map(admit) {
+        Ok(Ok(first)) => first,
+        Ok(Err(reason)) => return report.problem(Problem::Broken(format!("changes: {reason}"))),
         Err(error @ ProviderError::Unavailable(_)) => {
             return report.note(format!(
                 "changes: {error} (subscribers will hear of no updates)"
@@ -271,8 +279,9 @@ async fn report_changes(plugin: &WasmPlugin, report: &mut Report) {
     };
     report.pass(format!("changes: token {:?}", first.token));
     let what = format!("changes since {:?}", first.token);
-    match plugin.changes(Some(first.token)).await {
-        Ok(since) => report.pass(format!(
+    match plugin.changes(Some(first.token)).await.map(admit) {
+        Ok(Err(reason)) => report.problem(Problem::Broken(format!("{what}: {reason}"))),
+        Ok(Ok(since)) => report.pass(format!(
             "{what}: token {:?}, listing {}, {} changed path(s)",
             since.token,
             if since.listing_changed {
@@ -280,7 +289,7 @@ async fn report_changes(plugin: &WasmPlugin, report: &mut Report) {
             } else {
                 "unchanged"
             },
-            since.changed_paths.len()
+            since.changed_uris.len()
         )),
         Err(error) => report.problem(Problem::of(what, error)),
     }

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 
 use super::{CacheArgs, RulesArgs};
 use resmux::catalog::{Entry, locate};
-use resmux::policy::{Ceiling, Policy};
+use resmux::grants::{Ceiling, Grants};
 
 pub async fn inspect(
     component: &Path,
@@ -17,14 +17,14 @@ pub async fn inspect(
     rules: &RulesArgs,
     cache: CacheArgs,
 ) -> Result<()> {
-    let ceiling = rules.policy.as_deref();
+    let ceiling = rules.ceiling_path();
     let entry = Entry::for_component(component, manifest)?;
     let manifest = &entry.manifest;
     let manifest_dir = entry.manifest_dir();
-    let policy = manifest.policy(manifest_dir)?;
+    let grants = manifest.grants(manifest_dir)?;
     let runtime = cache.runtime()?;
     let located = locate(&runtime, &entry, &rules.rules()?).await?;
-    let runtime = runtime.with_stack(policy.limits.stack_kib)?;
+    let runtime = runtime.with_stack(grants.limits.stack_kib)?;
     let bytes = std::fs::read(&located.path)
         .with_context(|| format!("cannot read {}", located.path.display()))?;
     let compiled = runtime
@@ -55,7 +55,7 @@ pub async fn inspect(
         if name.starts_with("resmux:provider/provider@") {
             writeln!(out, "  {name}")?;
         } else if name.starts_with("resmux:provider/locate@") {
-            let status = if policy.may_block() {
+            let status = if grants.may_block() {
                 "asked before each read which granted file to read"
             } else {
                 "never called: the plugin has no file grants"
@@ -72,7 +72,7 @@ pub async fn inspect(
     }
     writeln!(out, "imports")?;
     for name in &imports {
-        writeln!(out, "  {name:<45} {}", import_status(name, &policy))?;
+        writeln!(out, "  {name:<45} {}", import_status(name, &grants))?;
     }
     writeln!(
         out,
@@ -89,7 +89,7 @@ pub async fn inspect(
     for (key, value) in &config {
         writeln!(out, "config     {key} = {value:?}")?;
     }
-    for grant in policy.grants() {
+    for grant in grants.each() {
         let (section, lines) = grant.describe();
         if lines.is_empty() {
             writeln!(out, "{section:<10} none granted")?;
@@ -98,7 +98,7 @@ pub async fn inspect(
             writeln!(out, "{section:<10} {line}")?;
         }
     }
-    if let Some(path) = ceiling {
+    if let Some(path) = &ceiling {
         match Ceiling::read(path)?.check(&manifest.capabilities(), manifest_dir) {
             Ok(()) => writeln!(out, "ceiling    {} allows every grant", path.display())?,
             Err(refusal) => writeln!(out, "ceiling    REFUSED by {}: {refusal:#}", path.display())?,
@@ -114,7 +114,7 @@ pub async fn inspect(
         .plugin(
             &entry.scheme,
             &compiled.component,
-            policy,
+            grants,
             manifest.config_pairs()?,
         )
         .with_context(|| format!("{} cannot be served", entry.component))?;
@@ -133,11 +133,11 @@ pub async fn inspect(
     Ok(())
 }
 
-/// What a plugin gets when it uses an import, under its policy.
-fn import_status(import: &str, policy: &Policy) -> String {
+/// What a plugin gets when it uses an import, under its grants.
+fn import_status(import: &str, grants: &Grants) -> String {
     let interface = import.split('@').next().unwrap_or(import);
-    if let Some(status) = policy
-        .grants()
+    if let Some(status) = grants
+        .each()
         .iter()
         .find_map(|grant| grant.import_status(interface))
     {

@@ -25,9 +25,9 @@ use resmux::access::audit::AuditLog;
 use resmux::access::shared_limits::SharedLimits;
 use resmux::access::{AccessList, Admission, ResourceServer};
 use resmux::catalog::{self, Loading, startup};
+use resmux::grants::Ceiling;
 use resmux::namespace::cursor::{self, CursorSeal};
 use resmux::namespace::{Namespace, changes};
-use resmux::policy::Ceiling;
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use resmux::telemetry::logs::LogFormat;
@@ -375,12 +375,12 @@ pub struct FolderArgs {
 
 #[derive(ClapArgs)]
 pub struct RulesArgs {
-    /// An operator policy file: the directories, host variables, secret files
-    /// and network entries any manifest may grant at most, and whether to run
-    /// locked.
-    #[arg(long, env = "RESMUX_POLICY")]
-    policy: Option<PathBuf>,
-    /// Require a sha256 pin in every manifest (a signer the policy lists,
+    /// The ceiling: a file of the directories, host variables, secret files
+    /// and network entries any manifest may grant at most, who may sign
+    /// what is pulled, and whether to run locked.
+    #[arg(long, visible_alias = "policy", env = "RESMUX_CEILING")]
+    ceiling: Option<PathBuf>,
+    /// Require a sha256 pin in every manifest (a signer the ceiling lists,
     /// for a component pulled from a registry) and refuse to start on any
     /// plugin or configuration error instead of serving the rest.
     #[arg(long)]
@@ -397,8 +397,23 @@ pub struct RulesArgs {
 }
 
 impl RulesArgs {
+    /// The ceiling file: `--ceiling`, or `RESMUX_CEILING`, or the variable
+    /// it once was, `RESMUX_POLICY`, so that a deployment that still sets
+    /// that one keeps its ceiling rather than losing it unnoticed.
+    pub fn ceiling_path(&self) -> Option<PathBuf> {
+        self.ceiling.clone().or_else(|| {
+            let path = std::env::var_os("RESMUX_POLICY")?;
+            tracing::warn!("RESMUX_POLICY names the ceiling file; it is RESMUX_CEILING now");
+            Some(PathBuf::from(path))
+        })
+    }
+
     fn rules(&self) -> Result<catalog::Rules> {
-        let ceiling = self.policy.as_deref().map(Ceiling::read).transpose()?;
+        let ceiling = self
+            .ceiling_path()
+            .as_deref()
+            .map(Ceiling::read)
+            .transpose()?;
         Ok(catalog::Rules {
             locked: self.locked || ceiling.as_ref().is_some_and(Ceiling::locked),
             ceiling,

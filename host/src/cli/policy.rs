@@ -11,7 +11,7 @@ use clap::Subcommand;
 
 use resmux::access::policy::SCHEMA;
 use resmux::namespace::Action;
-use resmux::namespace::uri::{self, Uri};
+use resmux::namespace::uri::{Canonical, Uri, UriTemplate};
 
 #[derive(Subcommand)]
 pub enum PolicyCommand {
@@ -86,8 +86,8 @@ pub fn run(command: PolicyCommand) -> Result<()> {
                 scopes.into_iter().collect(),
                 client_id,
             )?;
-            let (scheme, path) = scheme_and_path(action, &uri)?;
-            let verdict = client.scope.decide(action, &scheme, &path);
+            let resource = canonical(action, &uri)?;
+            let verdict = client.scope.decide(action, || resource);
             let word = if verdict.permitted { "ALLOW" } else { "DENY" };
             println!("{word} {} {uri} for {principal}", action.name());
             if verdict.by.is_empty() {
@@ -113,15 +113,15 @@ pub fn run(command: PolicyCommand) -> Result<()> {
     }
 }
 
-/// The scheme and path of `uri` as `serve` would see them: a template's for
-/// completions, a resource's otherwise.
-fn scheme_and_path(action: Action, uri: &str) -> Result<(String, String)> {
+/// `uri` as `serve`'s access decisions see it: a template for completions,
+/// a resource otherwise.
+fn canonical(action: Action, uri: &str) -> Result<Canonical> {
     if action == Action::Complete {
-        let (scheme, path) = uri::split_template(uri)
+        let template = UriTemplate::parse(uri)
             .map_err(|reason| anyhow::anyhow!("template {uri:?} {reason}"))?;
-        return Ok((scheme, path.to_owned()));
+        return Ok(template.canonical());
     }
     let parsed =
         Uri::parse(uri).map_err(|reason| anyhow::anyhow!("invalid URI {uri:?}: it {reason}"))?;
-    Ok((parsed.scheme().to_owned(), parsed.path().to_owned()))
+    Ok(parsed.canonical())
 }

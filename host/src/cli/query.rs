@@ -110,10 +110,9 @@ pub async fn complete(
     value: &str,
     context: Vec<(String, String)>,
 ) -> Result<()> {
+    let target = resmux::namespace::check_completion(template, argument)?;
     let namespace = namespace(&folder).await?;
-    let completion = namespace
-        .complete(template, argument, value, context)
-        .await?;
+    let completion = namespace.complete(&target, value, context).await?;
     let mut stdout = std::io::stdout().lock();
     for value in &completion.values {
         writeln!(stdout, "{value}")?;
@@ -132,7 +131,11 @@ pub async fn complete(
 
 pub async fn changes(folder: FolderArgs, scheme: &str, since: Option<String>) -> Result<()> {
     let namespace = namespace(&folder).await?;
-    let changes = namespace.changes(scheme, since).await?;
+    let admitted = namespace.changes(scheme, since).await?;
+    for reason in &admitted.refused {
+        eprintln!("refused a changed path: {reason}");
+    }
+    let changes = admitted.value;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "token    {}", changes.token)?;
     let listing = if changes.listing_changed {

@@ -1,9 +1,12 @@
 //! The one home of the checks a plugin's answers pass before a client sees
-//! them: a listing page (its length, its cursor, each entry, and what each
-//! entry promises about later reads) and a read (its contents, their paths,
-//! sizes and MIME types, and the promises still in force). The namespace
-//! applies them to every answer it serves; `resmux check` applies the same
-//! to a plugin on its own. Field-level rules live in [`super::validate`].
+//! them, each turning the plugin's answer into a typed value: a listing page
+//! (its length, its cursor, each entry, and what each entry promises about
+//! later reads), a read (its contents, their paths, sizes and MIME types,
+//! and the promises still in force), a completion (each value's length, and
+//! MCP's cap on their number) and a change report (its token and each path).
+//! The namespace applies them to every answer it serves; `resmux check`
+//! applies the same functions to a plugin on its own, so the two cannot
+//! disagree. Field-level rules live in [`super::validate`].
 
 use std::time::Duration;
 
@@ -12,11 +15,16 @@ use futures::future::BoxFuture;
 use super::cursor::Listing;
 use super::promises::Promises;
 use super::snapshot;
+use super::uri::{Uri, UriTemplate};
 use super::validate;
-use super::{Contents, Read, Resource, Template, uri};
+use super::{Changes, Contents, Read, Resource, Template};
 use crate::contract::{
-    AnswerLimits, Page, Provider, ProviderError, ReadResult, ResourceEntry, TemplateEntry,
+    AnswerLimits, ChangeReport, Completion, Page, Provider, ProviderError, ReadResult,
+    ResourceEntry, TemplateEntry,
 };
+
+/// The most completion values sent to a client (MCP's limit).
+pub const MAX_COMPLETION_VALUES: usize = 100;
 
 /// The cache hint of an answer whose provider gave none: stale at once.
 pub const DEFAULT_CACHE: crate::contract::CacheHint = crate::contract::CacheHint {
@@ -47,6 +55,15 @@ pub struct AdmittedPage<T> {
     pub page: snapshot::Page<T>,
     pub refused: Vec<String>,
     pub stopped: Option<&'static str>,
+}
+
+/// An answer admitted in part: what is served, and why each part left out
+/// was refused. The server serves `value` and logs `refused`; `resmux check`
+/// fails on any refusal.
+#[derive(Debug)]
+pub struct Admitted<T> {
+    pub value: T,
+    pub refused: Vec<String>,
 }
 
 /// Admits one page a plugin returned for `given` (its cursor), under
@@ -97,7 +114,7 @@ pub fn admit_page<T: Listable>(
 
 /// Checks a plugin's read under `scheme` and `limits`, against the promises
 /// its listing made, and gives its contents their full URIs.
-pub fn check_read(
+pub fn admit_read(
     scheme: &str,
     result: ReadResult,
     limits: &AnswerLimits,
@@ -126,14 +143,13 @@ pub fn check_read(
             if let Some(meta) = &content.meta {
                 validate::length("_meta", meta, max_string)?;
             }
-            uri::check_path(&content.path)
+            let content_uri = Uri::in_scheme(scheme, &content.path)
                 .map_err(|reason| format!("content path {:?} {reason}", content.path))?;
             if let Some(mime) = &content.mime_type {
                 validate::mime_type(mime)?;
             }
-            let content_uri = format!("{scheme}://{}", content.path);
             promises.check(
-                &content_uri,
+                content_uri.as_str(),
                 content.body.byte_count() as u64,
                 content.mime_type.as_deref(),
             )?;
@@ -151,6 +167,58 @@ pub fn check_read(
     })
 }
 
+/// Admits a plugin's completion under `limits`: a value over
+/// `max_string_bytes` is refused (and left out); past
+/// [`MAX_COMPLETION_VALUES`] the list is cut, and says there is more.
+pub fn admit_completion(mut completion: Completion, limits: &AnswerLimits) -> Admitted<Completion> {
+    let max_string = limits.max_string_bytes;
+    let mut refused = Vec::new();
+    completion.values.retain(|value| {
+        let fits = validate::length("completion value", value, max_string);
+        fits.map_err(|reason| refused.push(reason)).is_ok()
+    });
+    if completion.values.len() > MAX_COMPLETION_VALUES {
+        completion.values.truncate(MAX_COMPLETION_VALUES);
+        completion.has_more = true;
+    }
+    Admitted {
+        value: completion,
+        refused,
+    }
+}
+
+/// Admits a plugin's change report under `scheme` and `limits`: a token over
+/// `max_string_bytes` refuses the whole report (it could not be handed back);
+/// a path that is not a valid path of the scheme is refused and left out.
+pub fn admit_changes(
+    scheme: &str,
+    report: ChangeReport,
+    limits: &AnswerLimits,
+) -> Result<Admitted<Changes>, String> {
+    validate::length("change token", &report.token, limits.max_string_bytes)?;
+    let mut refused = Vec::new();
+    let mut changed_uris = Vec::with_capacity(report.changed_paths.len());
+    for path in report.changed_paths {
+        let admitted =
+            validate::length("changed path", &path, limits.max_string_bytes).and_then(|()| {
+                Uri::in_scheme(scheme, &path)
+                    .map_err(|reason| format!("changed path {path:?} {reason}"))
+            });
+        match admitted {
+            Ok(uri) => changed_uris.push(uri),
+            Err(reason) => refused.push(reason),
+        }
+    }
+    Ok(Admitted {
+        value: Changes {
+            token: report.token,
+            listing_changed: report.listing_changed,
+            changed_uris,
+        },
+        refused,
+    })
+}
+
 impl Listable for ResourceEntry {
     type Admitted = Resource;
     const LISTING: Listing = Listing::Resources;
@@ -164,11 +232,11 @@ impl Listable for ResourceEntry {
 
     fn admit(mut self, scheme: &str, limits: &AnswerLimits) -> Result<Resource, String> {
         validate::length("path", &self.path, limits.max_string_bytes)?;
-        uri::check_path(&self.path)
+        let uri = Uri::in_scheme(scheme, &self.path)
             .map_err(|reason| format!("resource path {:?} {reason}", self.path))?;
         let meta = validate::metadata(&mut self.metadata, limits.max_string_bytes)?;
         Ok(Resource {
-            uri: format!("{scheme}://{}", self.path),
+            uri,
             size: self.size,
             metadata: self.metadata,
             meta,
@@ -177,7 +245,7 @@ impl Listable for ResourceEntry {
 
     fn promise(item: &Resource, promises: &Promises, ttl: Duration) {
         promises.record(
-            &item.uri,
+            item.uri.as_str(),
             item.size,
             item.metadata.mime_type.as_deref(),
             ttl,
@@ -202,11 +270,11 @@ impl Listable for TemplateEntry {
             &self.path_template,
             limits.max_string_bytes,
         )?;
-        uri::check_path_template(&self.path_template)
+        let uri_template = UriTemplate::in_scheme(scheme, &self.path_template)
             .map_err(|reason| format!("path template {:?} {reason}", self.path_template))?;
         let meta = validate::metadata(&mut self.metadata, limits.max_string_bytes)?;
         Ok(Template {
-            uri_template: format!("{scheme}://{}", self.path_template),
+            uri_template,
             metadata: self.metadata,
             meta,
         })

@@ -12,7 +12,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{Event, Namespace};
+use super::uri::Uri;
+use super::{Admitted, Event, Namespace, NamespaceError};
 
 /// How long the poller sleeps when nothing is due.
 const IDLE: Duration = Duration::from_secs(3600);
@@ -26,20 +27,20 @@ pub struct Subscriptions {
 
 #[derive(Debug, Default)]
 struct State {
-    by_uri: BTreeMap<String, usize>,
+    by_uri: BTreeMap<Uri, usize>,
     poked: BTreeSet<String>,
 }
 
 impl Subscriptions {
     /// One more subscriber of `uri`.
-    pub fn add(&self, uri: &str) {
-        *self.lock().by_uri.entry(uri.to_owned()).or_default() += 1;
+    pub fn add(&self, uri: &Uri) {
+        *self.lock().by_uri.entry(uri.clone()).or_default() += 1;
         crate::telemetry::metrics().subscriptions.inc();
         self.wake.notify_one();
     }
 
     /// One subscriber of `uri` fewer.
-    pub fn remove(&self, uri: &str) {
+    pub fn remove(&self, uri: &Uri) {
         let mut state = self.lock();
         if let Some(count) = state.by_uri.get_mut(uri) {
             crate::telemetry::metrics().subscriptions.dec();
@@ -51,17 +52,16 @@ impl Subscriptions {
     }
 
     /// Whether anyone is subscribed to `uri`.
-    pub fn contains(&self, uri: &str) -> bool {
+    pub fn contains(&self, uri: &Uri) -> bool {
         self.lock().by_uri.contains_key(uri)
     }
 
     /// The subscribed URIs of `scheme`.
-    pub fn uris_of(&self, scheme: &str) -> Vec<String> {
-        let prefix = format!("{scheme}://");
+    pub fn uris_of(&self, scheme: &str) -> Vec<Uri> {
         self.lock()
             .by_uri
             .keys()
-            .filter(|uri| uri.starts_with(&prefix))
+            .filter(|uri| uri.scheme() == scheme)
             .cloned()
             .collect()
     }
@@ -76,7 +76,7 @@ impl Subscriptions {
         self.lock()
             .by_uri
             .keys()
-            .filter_map(|uri| uri.split_once("://").map(|(scheme, _)| scheme.to_owned()))
+            .map(|uri| uri.scheme().to_owned())
             .collect()
     }
 
@@ -96,6 +96,10 @@ struct Watched {
     /// The token of the last report; none until a first report was taken.
     token: Option<String>,
     due: Instant,
+    /// Whether a report was refused, whole or in part, since the last one
+    /// admitted whole: a plugin that keeps breaking the contract is logged
+    /// once, not at every poll.
+    refused: bool,
 }
 
 /// Polls change reports for as long as `namespace` lives.
@@ -136,13 +140,25 @@ async fn poll_due(namespace: &Namespace, watched: &mut HashMap<String, Watched>)
         let state = watched.entry(scheme.clone()).or_insert(Watched {
             token: None,
             due: now,
+            refused: false,
         });
         if state.token.is_some() && state.due > now && !poked.contains(&scheme) {
             continue;
         }
         state.due = now + interval;
         match namespace.changes(&scheme, state.token.clone()).await {
-            Ok(changes) => {
+            Ok(Admitted {
+                value: changes,
+                refused,
+            }) => {
+                if let Some(reason) = refused.first().filter(|_| !state.refused) {
+                    tracing::warn!(
+                        scheme,
+                        refused = refused.len(),
+                        "refused part of a plugin's change report: {reason}"
+                    );
+                }
+                state.refused = !refused.is_empty();
                 if state.token.is_some() {
                     if changes.listing_changed {
                         namespace.publish(Event::ListChanged {
@@ -156,6 +172,13 @@ async fn poll_due(namespace: &Namespace, watched: &mut HashMap<String, Watched>)
                     }
                 }
                 state.token = Some(changes.token);
+            }
+            Err(NamespaceError::InvalidAnswer { reason, .. }) => {
+                if !state.refused {
+                    tracing::warn!(scheme, "refused a plugin's change report: {reason}");
+                }
+                state.refused = true;
+                state.token = None;
             }
             Err(error) => {
                 tracing::debug!(scheme, "no change report: {error}");

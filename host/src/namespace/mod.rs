@@ -38,18 +38,15 @@ use crate::contract::{
     AnswerLimits, Body, CacheHint, Completion, CompletionRequest, Metadata, Provider,
     ProviderError, ResourceEntry, TemplateEntry,
 };
-pub use answers::{DEFAULT_CACHE, Listable};
+pub use answers::{Admitted, DEFAULT_CACHE, Listable, MAX_COMPLETION_VALUES};
 use arrivals::{Arrivals, Waited};
 use changes::Subscriptions;
 use cursor::{CursorSeal, Listing, Position};
 use promises::Promises;
 pub use scope::{Action, Guard, Outlook, Scope, Verdict};
 use snapshot::{Resume, Snapshots, merge_cache};
-use uri::{SyntaxError, Uri};
+use uri::{Canonical, SyntaxError, Uri, UriTemplate};
 use validate::JsonObject;
-
-/// The most completion values sent to a client (MCP's limit).
-pub const MAX_COMPLETION_VALUES: usize = 100;
 
 /// Provider calls one page of a merged listing may make; a page may come back
 /// short (with a cursor) rather than wait on more providers.
@@ -79,7 +76,7 @@ pub enum NamespaceError {
 /// A listed resource, with its full URI.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resource {
-    pub uri: String,
+    pub uri: Uri,
     pub size: Option<u64>,
     pub metadata: Metadata,
     pub meta: Option<JsonObject>,
@@ -88,20 +85,20 @@ pub struct Resource {
 /// A listed template, with its full URI template.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Template {
-    pub uri_template: String,
+    pub uri_template: UriTemplate,
     pub metadata: Metadata,
     pub meta: Option<JsonObject>,
 }
 
 impl snapshot::Weigh for Resource {
     fn weight(&self) -> usize {
-        self.uri.len() + metadata_weight(&self.metadata, self.meta.as_ref())
+        self.uri.as_str().len() + metadata_weight(&self.metadata, self.meta.as_ref())
     }
 }
 
 impl snapshot::Weigh for Template {
     fn weight(&self) -> usize {
-        self.uri_template.len() + metadata_weight(&self.metadata, self.meta.as_ref())
+        self.uri_template.as_str().len() + metadata_weight(&self.metadata, self.meta.as_ref())
     }
 }
 
@@ -134,7 +131,7 @@ fn metadata_weight(metadata: &Metadata, meta: Option<&JsonObject>) -> usize {
 /// One content item of a read, with its full URI.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Contents {
-    pub uri: String,
+    pub uri: Uri,
     pub mime_type: Option<String>,
     pub body: Body,
     pub meta: Option<JsonObject>,
@@ -163,7 +160,7 @@ pub struct Changes {
     /// The token to pass next time.
     pub token: String,
     pub listing_changed: bool,
-    pub changed_uris: Vec<String>,
+    pub changed_uris: Vec<Uri>,
 }
 
 /// One page of a merged listing.
@@ -226,7 +223,7 @@ pub enum Event {
     /// was replaced, or reported a change of its listing.
     ListChanged { scheme: String },
     /// A subscribed resource changed.
-    Updated { uri: String },
+    Updated { uri: Uri },
 }
 
 /// Events kept for slow receivers before the oldest are dropped (a receiver
@@ -415,7 +412,7 @@ impl Namespace {
             .read(uri.path())
             .await
             .map_err(|error| provider_error(text, error))?;
-        answers::check_read(scheme, result, &mount.settings.limits, &mount.promises).map_err(
+        answers::admit_read(scheme, result, &mount.settings.limits, &mount.promises).map_err(
             |reason| {
                 tracing::warn!(uri = text, "refused a plugin's answer: {reason}");
                 NamespaceError::InvalidAnswer {
@@ -426,59 +423,50 @@ impl Namespace {
         )
     }
 
-    /// Completes `argument` of the template `template_uri` (once the plugin
-    /// of its scheme has arrived, if it is still loading).
+    /// Completes `target`'s argument from `value` (once the plugin of its
+    /// scheme has arrived, if it is still loading).
     #[tracing::instrument(name = "namespace.complete", level = "debug", skip_all)]
     pub async fn complete(
         &self,
-        template_uri: &str,
-        argument: &str,
+        target: &Completing,
         value: &str,
         context: Vec<(String, String)>,
     ) -> Result<Completion, NamespaceError> {
-        let (scheme, path_template) = check_completion(template_uri, argument)?;
+        let template = &target.template;
         let mount = self
-            .arrived_mount(&scheme)
+            .arrived_mount(template.scheme())
             .await
             .map_err(NamespaceError::InvalidArgument)?;
         let request = CompletionRequest {
-            path_template,
-            argument: argument.to_owned(),
+            path_template: template.path().to_owned(),
+            argument: target.argument.clone(),
             value: value.to_owned(),
             context,
         };
-        let mut completion = mount
+        let completion = mount
             .provider
             .complete(request)
             .await
-            .map_err(|error| provider_error(template_uri, error))?;
-        let max_string = mount.settings.limits.max_string_bytes as usize;
-        if let Some(long) = completion
-            .values
-            .iter()
-            .find(|value| value.len() > max_string)
-        {
+            .map_err(|error| provider_error(template.as_str(), error))?;
+        let admitted = answers::admit_completion(completion, &mount.settings.limits);
+        if let Some(reason) = admitted.refused.first() {
             tracing::warn!(
-                template_uri,
-                "completion dropped values over {max_string} bytes (one is {} bytes)",
-                long.len()
+                template = template.as_str(),
+                refused = admitted.refused.len(),
+                "refused part of a plugin's completion: {reason}"
             );
-            completion.values.retain(|value| value.len() <= max_string);
         }
-        if completion.values.len() > MAX_COMPLETION_VALUES {
-            completion.values.truncate(MAX_COMPLETION_VALUES);
-            completion.has_more = true;
-        }
-        Ok(completion)
+        Ok(admitted.value)
     }
 
     /// What changed in the provider of `scheme` since the report that gave
-    /// `since` (none for a first report).
+    /// `since` (none for a first report), as admitted, with why any changed
+    /// path was refused; the caller says how loudly.
     pub async fn changes(
         &self,
         scheme: &str,
         since: Option<String>,
-    ) -> Result<Changes, NamespaceError> {
+    ) -> Result<Admitted<Changes>, NamespaceError> {
         let root = format!("{scheme}://");
         let mount = self.mount_of(scheme, &root)?;
         let report = mount
@@ -486,34 +474,12 @@ impl Namespace {
             .changes(since)
             .await
             .map_err(|error| provider_error(&root, error))?;
-        validate::length(
-            "change token",
-            &report.token,
-            mount.settings.limits.max_string_bytes,
-        )
-        .map_err(|reason| NamespaceError::InvalidAnswer {
-            uri: root.clone(),
-            reason,
-        })?;
-        let changed_uris = report
-            .changed_paths
-            .into_iter()
-            .filter_map(|path| match uri::check_path(&path) {
-                Ok(()) => Some(format!("{root}{path}")),
-                Err(reason) => {
-                    tracing::warn!(scheme, "change report dropped path {path:?}: it {reason}");
-                    None
-                }
-            })
-            .collect();
-        if report.listing_changed {
+        let admitted = answers::admit_changes(scheme, report, &mount.settings.limits)
+            .map_err(|reason| NamespaceError::InvalidAnswer { uri: root, reason })?;
+        if admitted.value.listing_changed {
             mount.listing_changed();
         }
-        Ok(Changes {
-            token: report.token,
-            listing_changed: report.listing_changed,
-            changed_uris,
-        })
+        Ok(admitted)
     }
 
     /// Whether every path granted to the provider of `scheme` is watched
@@ -662,10 +628,12 @@ impl Namespace {
             }
             let offset = position.offset + taken.items.len();
             match outlook {
-                Outlook::EntryByEntry => items.extend(taken.items.into_iter().filter(|item| {
-                    let path = uri::path_of(T::uri_of(item));
-                    scope.decide(Action::List, scheme, path).permitted
-                })),
+                Outlook::EntryByEntry => items.extend(
+                    taken
+                        .items
+                        .into_iter()
+                        .filter(|item| scope.decide(Action::List, || T::canonical(item)).permitted),
+                ),
                 _ => items.extend(taken.items),
             }
             next = if taken.ended {
@@ -735,8 +703,8 @@ async fn fetch_page<T: Listable>(
 trait Snapshotted: Listable {
     fn snapshots(mount: &Mount) -> &Snapshots<Self::Admitted>;
 
-    /// The full URI (or URI template) of an admitted entry.
-    fn uri_of(entry: &Self::Admitted) -> &str;
+    /// An admitted entry's URI (or URI template) as access decisions see it.
+    fn canonical(entry: &Self::Admitted) -> Canonical;
 }
 
 impl Snapshotted for ResourceEntry {
@@ -744,8 +712,8 @@ impl Snapshotted for ResourceEntry {
         &mount.resources
     }
 
-    fn uri_of(entry: &Resource) -> &str {
-        &entry.uri
+    fn canonical(entry: &Resource) -> Canonical {
+        entry.uri.canonical()
     }
 }
 
@@ -754,8 +722,8 @@ impl Snapshotted for TemplateEntry {
         &mount.templates
     }
 
-    fn uri_of(entry: &Template) -> &str {
-        &entry.uri_template
+    fn canonical(entry: &Template) -> Canonical {
+        entry.uri_template.canonical()
     }
 }
 
@@ -806,21 +774,39 @@ fn next_scheme(
         })
 }
 
-/// The scheme and path template of a completion request for `argument` of
-/// `template_uri`, if the template is well formed and has that argument.
-pub fn check_completion(
-    template_uri: &str,
-    argument: &str,
-) -> Result<(String, String), NamespaceError> {
-    let (scheme, path_template) = uri::split_template(template_uri).map_err(|reason| {
+/// What a completion completes: a template, parsed once, and one of its
+/// arguments. Made only by [`check_completion`].
+#[derive(Debug, Clone)]
+pub struct Completing {
+    template: UriTemplate,
+    argument: String,
+}
+
+impl Completing {
+    pub fn template(&self) -> &UriTemplate {
+        &self.template
+    }
+
+    pub fn argument(&self) -> &str {
+        &self.argument
+    }
+}
+
+/// What a completion request for `argument` of `template_uri` completes, if
+/// the template is well formed and has that argument.
+pub fn check_completion(template_uri: &str, argument: &str) -> Result<Completing, NamespaceError> {
+    let template = UriTemplate::parse(template_uri).map_err(|reason| {
         NamespaceError::InvalidArgument(format!("template {template_uri:?} {reason}"))
     })?;
-    if !uri::template_variables(path_template).contains(&argument) {
+    if !template.variables().iter().any(|name| name == argument) {
         return Err(NamespaceError::InvalidArgument(format!(
-            "template {template_uri} has no argument {argument:?}"
+            "template {template} has no argument {argument:?}"
         )));
     }
-    Ok((scheme, path_template.to_owned()))
+    Ok(Completing {
+        template,
+        argument: argument.to_owned(),
+    })
 }
 
 /// The answer to a completion in a scheme no plugin serves.

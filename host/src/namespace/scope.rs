@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use super::uri::Canonical;
+
 /// What a client does with a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
@@ -53,9 +55,9 @@ pub enum Outlook {
 
 /// Decides what one client may do.
 pub trait Guard: Send + Sync + std::fmt::Debug {
-    /// The decision on `action` for the resource at `path` of `scheme` (a
-    /// template's path for templates and completions).
-    fn decide(&self, action: Action, scheme: &str, path: &str) -> Verdict;
+    /// The decision on `action` for `resource` (a template, for templates
+    /// and completions), in the canonical form policies see.
+    fn decide(&self, action: Action, resource: &Canonical) -> Verdict;
 
     /// What every decision on `action` within `scheme` will be, where that is
     /// known without a path. Must never say `Everything` or `Nothing` where
@@ -79,14 +81,16 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// The decision on `action` for `path` of `scheme`.
-    pub fn decide(&self, action: Action, scheme: &str, path: &str) -> Verdict {
+    /// The decision on `action` for the resource `canonical` gives; it is
+    /// made only when a guard decides (the canonical form costs a decoding
+    /// and an allocation, which an unguarded read need not pay).
+    pub fn decide(&self, action: Action, canonical: impl FnOnce() -> Canonical) -> Verdict {
         match self {
             Self::All => Verdict {
                 permitted: true,
                 by: Vec::new(),
             },
-            Self::Guarded(guard) => guard.decide(action, scheme, path),
+            Self::Guarded(guard) => guard.decide(action, &canonical()),
         }
     }
 

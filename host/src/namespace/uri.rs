@@ -44,81 +44,224 @@ pub fn check_scheme(scheme: &str) -> Result<(), SyntaxError> {
     }
 }
 
-/// A client's resource URI, checked, in the one spelling the host keys on:
-/// its scheme lowercased (schemes are case-insensitive, RFC 3986 section
-/// 3.1), so that `NOTES://x` and `notes://x` are one resource to the
-/// response cache, to subscriptions and to change events. Parsed once, where
-/// a request comes in.
+/// A resource URI, checked, in the one spelling the host keys on: its
+/// scheme lowercased (schemes are case-insensitive, RFC 3986 section 3.1),
+/// so that `NOTES://x` and `notes://x` are one resource to the response
+/// cache, to subscriptions, to change events and to the audit log. Its path
+/// is kept as written: paths belong to the plugin, which may tell `a//b`
+/// from `a/b`. Made once, at the edge: from a client's text by
+/// [`Uri::parse`], from a plugin's path by [`Uri::in_scheme`]. Access
+/// decisions see its [`Canonical`] form.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Uri {
-    text: String,
-    scheme_length: usize,
-}
+pub struct Uri(Schemed);
 
 impl Uri {
-    /// Checks `uri` and puts it in canonical form.
+    /// Checks a client's `uri`, lowercasing its scheme.
     pub fn parse(uri: &str) -> Result<Self, SyntaxError> {
-        let (scheme, path) = split(uri)?;
-        Ok(Self {
-            text: format!("{scheme}://{path}"),
-            scheme_length: scheme.len(),
-        })
+        Schemed::parse(uri, check_path).map(Self)
     }
 
-    /// The URI in canonical form.
+    /// The URI of a plugin's `path` under `scheme`: the one way a path a
+    /// plugin names (in a listing, a read or a change report) becomes a URI,
+    /// held to the rules of a client's, so a client can always ask for it.
+    pub fn in_scheme(scheme: &str, path: &str) -> Result<Self, SyntaxError> {
+        Schemed::checked(scheme, path, check_path).map(Self)
+    }
+
+    /// The URI, its scheme lowercased.
     pub fn as_str(&self) -> &str {
-        &self.text
+        &self.0.text
+    }
+
+    /// The URI's text, for the wire.
+    pub fn into_string(self) -> String {
+        self.0.text
     }
 
     pub fn scheme(&self) -> &str {
-        &self.text[..self.scheme_length]
+        self.0.scheme()
     }
 
     /// The scheme-relative path the plugin sees.
     pub fn path(&self) -> &str {
-        &self.text[self.scheme_length + "://".len()..]
+        self.0.rest()
+    }
+
+    /// The URI as access decisions see it.
+    pub fn canonical(&self) -> Canonical {
+        Canonical::of(self.scheme(), self.path())
+    }
+
+    /// Whether access decisions see the URI as it is written (no escapes,
+    /// no dot or empty segments, no leading or trailing slash).
+    pub fn is_canonical(&self) -> bool {
+        self.canonical().path() == self.path()
     }
 }
 
 impl std::fmt::Display for Uri {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(&self.text)
+        formatter.write_str(self.as_str())
     }
 }
 
-/// Splits a client's URI into its scheme (lowercased) and path, checking both.
-fn split(uri: &str) -> Result<(String, &str), SyntaxError> {
-    if uri.len() > MAX_URI_LENGTH {
-        return Err(SyntaxError::TooLong);
-    }
-    let (scheme, path) = uri.split_once("://").ok_or(SyntaxError::NoScheme)?;
-    let scheme = scheme.to_ascii_lowercase();
-    check_scheme(&scheme)?;
-    check_path(path)?;
-    Ok((scheme, path))
+/// A URI template (RFC 6570), checked once, with its scheme lowercased and
+/// the names of its variables: `SCHEME://PATH-TEMPLATE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UriTemplate {
+    spelled: Schemed,
+    variables: Vec<String>,
 }
 
-/// Splits a URI template into its scheme (lowercased) and path template.
-pub fn split_template(template: &str) -> Result<(String, &str), SyntaxError> {
-    if template.len() > MAX_URI_LENGTH {
-        return Err(SyntaxError::TooLong);
+impl UriTemplate {
+    /// Checks a client's `template`, lowercasing its scheme.
+    pub fn parse(template: &str) -> Result<Self, SyntaxError> {
+        Schemed::parse(template, check_path_template).map(Self::with_variables)
     }
-    let (scheme, path) = template.split_once("://").ok_or(SyntaxError::NoScheme)?;
-    let scheme = scheme.to_ascii_lowercase();
-    check_scheme(&scheme)?;
-    check_path_template(path)?;
-    Ok((scheme, path))
+
+    /// The template of a plugin's `path_template` under `scheme`.
+    pub fn in_scheme(scheme: &str, path_template: &str) -> Result<Self, SyntaxError> {
+        Schemed::checked(scheme, path_template, check_path_template).map(Self::with_variables)
+    }
+
+    fn with_variables(spelled: Schemed) -> Self {
+        let variables = template_variables(spelled.rest())
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        Self { spelled, variables }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.spelled.text
+    }
+
+    /// The template's text, for the wire.
+    pub fn into_string(self) -> String {
+        self.spelled.text
+    }
+
+    pub fn scheme(&self) -> &str {
+        self.spelled.scheme()
+    }
+
+    /// The scheme-relative path template the plugin sees.
+    pub fn path(&self) -> &str {
+        self.spelled.rest()
+    }
+
+    /// The names of its variables, in order.
+    pub fn variables(&self) -> &[String] {
+        &self.variables
+    }
+
+    /// The template as access decisions see it.
+    pub fn canonical(&self) -> Canonical {
+        Canonical::of(self.scheme(), self.path())
+    }
 }
 
-/// The scheme-relative path of a URI (or URI template) the namespace made:
-/// what follows `scheme://`.
-pub fn path_of(uri: &str) -> &str {
-    uri.split_once("://").map_or("", |(_, path)| path)
+impl std::fmt::Display for UriTemplate {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// A URI (or template) in the one form access policies see: its path's
+/// percent-escapes decoded (invalid UTF-8 as U+FFFD), `.` and `..` segments
+/// resolved (never above the root), empty segments (doubled, leading or
+/// trailing slashes) dropped. So no spelling that a plugin would serve
+/// alike slips past a policy written for another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canonical(Schemed);
+
+impl Canonical {
+    /// The canonical form of `path` under `scheme`, whether or not it would
+    /// pass as a URI (a template expanded with a client's value, say).
+    pub fn of(scheme: &str, path: &str) -> Self {
+        let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+        let mut segments: Vec<&str> = Vec::new();
+        for segment in decoded.split('/') {
+            match segment {
+                "" | "." => {}
+                ".." => {
+                    segments.pop();
+                }
+                segment => segments.push(segment),
+            }
+        }
+        Self(Schemed::joined(scheme, &segments.join("/")))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0.text
+    }
+
+    pub fn scheme(&self) -> &str {
+        self.0.scheme()
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.rest()
+    }
+}
+
+/// `SCHEME://REST` as one string, and where its scheme ends: what a URI, a
+/// template and a canonical form share.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Schemed {
+    text: String,
+    scheme_length: usize,
+}
+
+impl Schemed {
+    /// A client's `text`, split at its first `://` with the scheme
+    /// lowercased, checked as [`Self::checked`].
+    fn parse(
+        text: &str,
+        check_rest: fn(&str) -> Result<(), SyntaxError>,
+    ) -> Result<Self, SyntaxError> {
+        if text.len() > MAX_URI_LENGTH {
+            return Err(SyntaxError::TooLong);
+        }
+        let (scheme, rest) = text.split_once("://").ok_or(SyntaxError::NoScheme)?;
+        Self::checked(&scheme.to_ascii_lowercase(), rest, check_rest)
+    }
+
+    /// `scheme` and `rest` joined, once the whole is no longer than
+    /// [`MAX_URI_LENGTH`], the scheme valid and `rest` passes `check_rest`.
+    fn checked(
+        scheme: &str,
+        rest: &str,
+        check_rest: fn(&str) -> Result<(), SyntaxError>,
+    ) -> Result<Self, SyntaxError> {
+        if scheme.len() + "://".len() + rest.len() > MAX_URI_LENGTH {
+            return Err(SyntaxError::TooLong);
+        }
+        check_scheme(scheme)?;
+        check_rest(rest)?;
+        Ok(Self::joined(scheme, rest))
+    }
+
+    fn joined(scheme: &str, rest: &str) -> Self {
+        Self {
+            text: format!("{scheme}://{rest}"),
+            scheme_length: scheme.len(),
+        }
+    }
+
+    fn scheme(&self) -> &str {
+        &self.text[..self.scheme_length]
+    }
+
+    fn rest(&self) -> &str {
+        &self.text[self.scheme_length + "://".len()..]
+    }
 }
 
 /// Checks a scheme-relative path: RFC 3986 characters only, valid escapes, no
 /// fragment and no scheme of its own.
-pub fn check_path(path: &str) -> Result<(), SyntaxError> {
+fn check_path(path: &str) -> Result<(), SyntaxError> {
     if path.len() > MAX_URI_LENGTH {
         return Err(SyntaxError::TooLong);
     }
@@ -130,7 +273,7 @@ pub fn check_path(path: &str) -> Result<(), SyntaxError> {
 
 /// Checks a scheme-relative RFC 6570 template: literal parts as for paths,
 /// expressions in single braces with an optional operator and variable names.
-pub fn check_path_template(template: &str) -> Result<(), SyntaxError> {
+fn check_path_template(template: &str) -> Result<(), SyntaxError> {
     if template.len() > MAX_URI_LENGTH {
         return Err(SyntaxError::TooLong);
     }
@@ -156,7 +299,7 @@ pub fn check_path_template(template: &str) -> Result<(), SyntaxError> {
 }
 
 /// The names of the variables in a path template, in order.
-pub fn template_variables(template: &str) -> Vec<&str> {
+fn template_variables(template: &str) -> Vec<&str> {
     template
         .split('{')
         .skip(1)
@@ -226,13 +369,20 @@ fn check_literal(text: &str) -> Result<(), SyntaxError> {
 mod tests {
     use super::*;
 
+    fn split(uri: &str) -> Result<(String, String), SyntaxError> {
+        Uri::parse(uri).map(|uri| (uri.scheme().to_owned(), uri.path().to_owned()))
+    }
+
     #[test]
     fn splits_and_lowercases_the_scheme() {
         assert_eq!(
             split("Notes://a/b%20c").unwrap(),
-            ("notes".into(), "a/b%20c")
+            ("notes".into(), "a/b%20c".into())
         );
-        assert_eq!(split("files:///etc").unwrap(), ("files".into(), "/etc"));
+        assert_eq!(
+            split("files:///etc").unwrap(),
+            ("files".into(), "/etc".into())
+        );
     }
 
     #[test]
@@ -276,10 +426,10 @@ mod tests {
             check_path_template("a/{b c}"),
             Err(SyntaxError::BadExpression("b c".into()))
         );
-        assert_eq!(
-            split_template("w://forecast/{city}").unwrap(),
-            ("w".into(), "forecast/{city}")
-        );
+        let template = UriTemplate::parse("W://forecast/{city}").unwrap();
+        assert_eq!(template.as_str(), "w://forecast/{city}");
+        assert_eq!(template.path(), "forecast/{city}");
+        assert_eq!(template.variables(), ["city"]);
     }
 
     #[test]
@@ -288,5 +438,26 @@ mod tests {
             template_variables("f/{city}/{+date:4}{?q,x*}"),
             ["city", "date", "q", "x"]
         );
+    }
+
+    #[test]
+    fn canonical_form_merges_spellings_a_plugin_serves_alike() {
+        for spelling in [
+            "drafts/q1",
+            "drafts//q1",
+            "/drafts/q1/",
+            "drafts/./q1",
+            "x/../drafts/q1",
+            "../../drafts/q1",
+            "drafts%2Fq1",
+            "%64rafts/q1",
+        ] {
+            let uri = Uri::in_scheme("notes", spelling).unwrap();
+            assert_eq!(uri.canonical().as_str(), "notes://drafts/q1", "{spelling}");
+            assert_eq!(uri.is_canonical(), spelling == "drafts/q1", "{spelling}");
+        }
+        let odd = Uri::in_scheme("notes", "a%20b/%FF").unwrap();
+        assert_eq!(odd.canonical().path(), "a b/\u{fffd}");
+        assert_eq!(Uri::in_scheme("notes", "").unwrap().canonical().path(), "");
     }
 }

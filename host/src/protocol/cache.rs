@@ -84,7 +84,7 @@ enum Owner {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct ReadKey {
-    uri: String,
+    uri: Uri,
     owner: Owner,
 }
 
@@ -168,7 +168,7 @@ impl ResponseCache {
             .into_iter()
             .find_map(|owner| {
                 self.reads.get(&ReadKey {
-                    uri: uri.as_str().to_owned(),
+                    uri: uri.clone(),
                     owner,
                 })
             })
@@ -181,7 +181,7 @@ impl ResponseCache {
         let owners = (Owner::Client(client.clone()), Owner::Everyone);
         if let Some((owner, cached)) = entry(read.cache, owners, read.clone(), bytes) {
             let key = ReadKey {
-                uri: uri.as_str().to_owned(),
+                uri: uri.clone(),
                 owner,
             };
             self.reads.insert(key, cached);
@@ -242,10 +242,10 @@ impl ResponseCache {
                     .invalidate_entries_if(move |key, _| key.uri == uri);
             }
             Event::ListChanged { scheme } => {
-                let prefix = format!("{scheme}://");
+                let scheme = scheme.clone();
                 let _ = self
                     .reads
-                    .invalidate_entries_if(move |key, _| key.uri.starts_with(&prefix));
+                    .invalidate_entries_if(move |key, _| key.uri.scheme() == scheme);
                 self.resources.0.invalidate_all();
                 self.templates.0.invalidate_all();
             }

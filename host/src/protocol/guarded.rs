@@ -5,25 +5,23 @@
 //! ([`readable_part`]); and completion values that name resources the client
 //! may not list are left out ([`listable_values`]).
 
-use crate::access::policy::canonical_path;
 use crate::contract;
-use crate::namespace::uri::{self, Uri};
+use crate::namespace::uri::{Canonical, Uri, UriTemplate};
 use crate::namespace::{Action, NamespaceError, Outlook, Read, Scope};
 
 /// What of `read` (of `uri`) `scope` may read: a plugin may answer one read
 /// with several resources (a folder's files), and each is decided as if it
 /// were read alone. Nothing left reads as nothing there.
 pub fn readable_part(scope: &Scope, uri: &Uri, mut read: Read) -> Result<Read, NamespaceError> {
-    let scheme = uri.scheme();
-    if scope.outlook(Action::Read, scheme) == Outlook::Everything {
+    if scope.outlook(Action::Read, uri.scheme()) == Outlook::Everything {
         return Ok(read);
     }
     // The read itself was decided already; its own content needs no second
     // decision.
     read.contents.retain(|content| {
-        content.uri == uri.as_str()
+        content.uri == *uri
             || scope
-                .decide(Action::Read, scheme, uri::path_of(&content.uri))
+                .decide(Action::Read, || content.uri.canonical())
                 .permitted
     });
     match read.contents.is_empty() {
@@ -34,19 +32,18 @@ pub fn readable_part(scope: &Scope, uri: &Uri, mut read: Read) -> Result<Read, N
 
 /// A template with all but one argument chosen.
 pub struct Expansion<'a> {
-    pub scheme: &'a str,
-    pub path_template: &'a str,
+    pub template: &'a UriTemplate,
     pub argument: &'a str,
     pub chosen: &'a [(String, String)],
 }
 
 impl Expansion<'_> {
-    /// The path the template names with `argument` set to `value`: simple
-    /// and reserved expressions of known arguments are filled in; any other
-    /// expression stays as written.
-    fn path_with(&self, value: &str) -> String {
+    /// What the template names with `argument` set to `value`, as access
+    /// decisions see it: simple and reserved expressions of known arguments
+    /// are filled in; any other expression stays as written.
+    fn canonical_with(&self, value: &str) -> Canonical {
         let mut path = String::new();
-        let mut rest = self.path_template;
+        let mut rest = self.template.path();
         while let Some((before, after)) = rest.split_once('{') {
             path.push_str(before);
             let (expression, after) = after.split_once('}').unwrap_or((after, ""));
@@ -64,7 +61,7 @@ impl Expansion<'_> {
             rest = after;
         }
         path.push_str(rest);
-        path
+        Canonical::of(self.template.scheme(), &path)
     }
 }
 
@@ -76,13 +73,13 @@ pub fn listable_values(
     template: &Expansion<'_>,
     mut completion: contract::Completion,
 ) -> contract::Completion {
-    if scope.outlook(Action::List, template.scheme) == Outlook::Everything {
+    if scope.outlook(Action::List, template.template.scheme()) == Outlook::Everything {
         return completion;
     }
     let offered = completion.values.len();
     completion.values.retain(|value| {
         scope
-            .decide(Action::List, template.scheme, &template.path_with(value))
+            .decide(Action::List, || template.canonical_with(value))
             .permitted
     });
     if completion.values.len() < offered {
@@ -116,7 +113,7 @@ pub fn hide(scope: &Scope, asked: &Uri, error: NamespaceError) -> NamespaceError
     }
     match error {
         NamespaceError::NotFound { uri, .. } => unseen(&uri),
-        _ if canonical_path(asked.path()) != asked.path() => unseen(asked.as_str()),
+        _ if !asked.is_canonical() => unseen(asked.as_str()),
         error => error,
     }
 }

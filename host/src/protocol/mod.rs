@@ -99,9 +99,10 @@ impl ResmuxServer {
 
     /// One read for `client`: its rate limit first, then the URI parsed, then
     /// the client's scope decides, then the namespace; recorded in the audit
-    /// log either way.
+    /// log either way, under the URI as parsed when it parses.
     async fn read(&self, client: &Client, uri: &str, via: &str) -> Result<Read, ReadRefusal> {
         let mut verdict = None;
+        let parsed_uri = parse_uri(uri);
         let outcome = match client.admit_read().await {
             Err(refusal) => {
                 crate::telemetry::metrics()
@@ -112,23 +113,21 @@ impl ResmuxServer {
                     .inc();
                 Err(ReadRefusal::RateLimited(refusal))
             }
-            Ok(()) => match parse_uri(uri) {
+            Ok(()) => match &parsed_uri {
                 Ok(parsed) => {
-                    let decided = client
-                        .scope
-                        .decide(Action::Read, parsed.scheme(), parsed.path());
+                    let decided = client.scope.decide(Action::Read, || parsed.canonical());
                     let permitted = decided.permitted;
                     verdict = Some(decided);
-                    match permitted {
+                    let read = match permitted {
                         true => self
-                            .read_through_cache(client, &parsed)
+                            .read_through_cache(client, parsed)
                             .await
-                            .and_then(|read| readable_part(&client.scope, &parsed, read)),
+                            .and_then(|read| readable_part(&client.scope, parsed, read)),
                         false => Err(unseen(parsed.as_str())),
-                    }
-                    .map_err(|error| ReadRefusal::Namespace(hide(&client.scope, &parsed, error)))
+                    };
+                    read.map_err(|error| ReadRefusal::Namespace(hide(&client.scope, parsed, error)))
                 }
-                Err(error) => Err(ReadRefusal::Namespace(error)),
+                Err(error) => Err(ReadRefusal::Namespace(error.clone())),
             },
         };
         let (outcome_name, bytes) = match &outcome {
@@ -142,7 +141,7 @@ impl ResmuxServer {
             client,
             Action::Read,
             via,
-            uri,
+            parsed_uri.as_ref().map_or(uri, Uri::as_str),
             verdict.as_ref(),
             outcome_name,
             bytes,
@@ -236,29 +235,29 @@ impl ResmuxServer {
         value: &str,
         chosen: Vec<(String, String)>,
     ) -> Result<contract::Completion, NamespaceError> {
-        let (scheme, path_template) = namespace::check_completion(template_uri, argument)?;
+        let target = namespace::check_completion(template_uri, argument)?;
+        let template = target.template();
         let verdict = client
             .scope
-            .decide(Action::Complete, &scheme, &path_template);
+            .decide(Action::Complete, || template.canonical());
         let completion = match verdict.permitted {
             true => self
                 .namespace
-                .complete(template_uri, argument, value, chosen.clone())
+                .complete(&target, value, chosen.clone())
                 .await
                 .map(|completion| {
-                    let template = guarded::Expansion {
-                        scheme: &scheme,
-                        path_template: &path_template,
+                    let expansion = guarded::Expansion {
+                        template,
                         argument,
                         chosen: &chosen,
                     };
-                    guarded::listable_values(&client.scope, &template, completion)
+                    guarded::listable_values(&client.scope, &expansion, completion)
                 }),
-            false => Err(namespace::unserved_completion(&scheme)),
+            false => Err(namespace::unserved_completion(template.scheme())),
         };
         let completion = completion.map_err(|error| match error {
             NamespaceError::NotFound { .. } if client.scope.is_guarded() => {
-                namespace::unserved_completion(&scheme)
+                namespace::unserved_completion(template.scheme())
             }
             error => error,
         });
@@ -273,7 +272,7 @@ impl ResmuxServer {
             client,
             Action::Complete,
             "completion/complete",
-            template_uri,
+            template.as_str(),
             Some(&verdict),
             outcome,
             0,
@@ -466,9 +465,7 @@ impl ServerHandler for ResmuxServer {
     ) -> Result<(), ErrorData> {
         let client = client_of(&context.extensions);
         let uri = parse_uri(&request.uri).map_err(error_data)?;
-        let verdict = client
-            .scope
-            .decide(Action::Subscribe, uri.scheme(), uri.path());
+        let verdict = client.scope.decide(Action::Subscribe, || uri.canonical());
         let decided = match verdict.permitted {
             true => self.namespace.check_servable(&uri).await,
             false => Err(unseen(uri.as_str())),
@@ -679,7 +676,7 @@ macro_rules! describe {
 
 fn resource(mut entry: namespace::Resource) -> model::Resource {
     let name = std::mem::take(&mut entry.metadata.name);
-    let mut converted = model::Resource::new(entry.uri, name);
+    let mut converted = model::Resource::new(entry.uri.into_string(), name);
     converted.size = entry.size;
     describe!(converted, entry.metadata, entry.meta);
     converted
@@ -687,7 +684,7 @@ fn resource(mut entry: namespace::Resource) -> model::Resource {
 
 fn template(mut entry: namespace::Template) -> model::ResourceTemplate {
     let name = std::mem::take(&mut entry.metadata.name);
-    let mut converted = model::ResourceTemplate::new(entry.uri_template, name);
+    let mut converted = model::ResourceTemplate::new(entry.uri_template.into_string(), name);
     describe!(converted, entry.metadata, entry.meta);
     converted
 }
@@ -696,13 +693,13 @@ fn contents(item: namespace::Contents) -> ResourceContents {
     let meta = item.meta.map(MetaObject);
     match item.body {
         Body::Text(text) => ResourceContents::TextResourceContents {
-            uri: item.uri,
+            uri: item.uri.into_string(),
             mime_type: item.mime_type,
             text,
             meta,
         },
         Body::Blob(bytes) => ResourceContents::BlobResourceContents {
-            uri: item.uri,
+            uri: item.uri.into_string(),
             mime_type: item.mime_type,
             blob: STANDARD.encode(bytes),
             meta,

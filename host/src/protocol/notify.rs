@@ -36,7 +36,7 @@ pub const MAX_LISTEN_STREAMS_PER_CLIENT: usize = 16;
 /// withdraws them.
 pub struct Session {
     namespace: Arc<Namespace>,
-    subscribed: Mutex<BTreeSet<String>>,
+    subscribed: Mutex<BTreeSet<Uri>>,
 }
 
 impl Session {
@@ -49,7 +49,6 @@ impl Session {
 
     /// Follows `uri`; refused when the session follows its most already.
     pub fn subscribe(&self, uri: &Uri) -> Result<(), String> {
-        let uri = uri.as_str();
         let mut subscribed = self.lock();
         if subscribed.contains(uri) {
             return Ok(());
@@ -59,27 +58,26 @@ impl Session {
                 "this session follows {MAX_SUBSCRIPTIONS_PER_SESSION} resources, the most allowed; unsubscribe from one first"
             ));
         }
-        subscribed.insert(uri.to_owned());
+        subscribed.insert(uri.clone());
         self.namespace.subscriptions().add(uri);
         Ok(())
     }
 
     pub fn unsubscribe(&self, uri: &Uri) {
-        let uri = uri.as_str();
         if self.lock().remove(uri) {
             self.namespace.subscriptions().remove(uri);
         }
     }
 
-    fn is_subscribed(&self, uri: &str) -> bool {
+    fn is_subscribed(&self, uri: &Uri) -> bool {
         self.lock().contains(uri)
     }
 
-    fn subscribed(&self) -> Vec<String> {
+    fn subscribed(&self) -> Vec<Uri> {
         self.lock().iter().cloned().collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<Uri>> {
         self.subscribed
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -139,7 +137,7 @@ pub fn forward_to_session(session: &Arc<Session>, peer: Peer<RoleServer>, scope:
 pub async fn listen(namespace: &Namespace, context: SubscriptionContext, scope: Scope) {
     let accepted = context.accepted().clone();
     let list_changes = accepted.resources_list_changed == Some(true);
-    let uris: BTreeSet<String> = accepted
+    let uris: BTreeSet<Uri> = accepted
         .resource_subscriptions
         .unwrap_or_default()
         .iter()
@@ -147,10 +145,9 @@ pub async fn listen(namespace: &Namespace, context: SubscriptionContext, scope: 
         .filter(|uri| {
             namespace.may_serve(uri)
                 && scope
-                    .decide(Action::Subscribe, uri.scheme(), uri.path())
+                    .decide(Action::Subscribe, || uri.canonical())
                     .permitted
         })
-        .map(|uri| uri.as_str().to_owned())
         .collect();
     let _subscribed = Counted::new(namespace, &uris);
     let mut events = namespace.events();
@@ -234,11 +231,11 @@ impl Drop for OpenStream {
 /// Subscriptions counted in the namespace for as long as this lives.
 struct Counted<'a> {
     namespace: &'a Namespace,
-    uris: &'a BTreeSet<String>,
+    uris: &'a BTreeSet<Uri>,
 }
 
 impl<'a> Counted<'a> {
-    fn new(namespace: &'a Namespace, uris: &'a BTreeSet<String>) -> Self {
+    fn new(namespace: &'a Namespace, uris: &'a BTreeSet<Uri>) -> Self {
         for uri in uris {
             namespace.subscriptions().add(uri);
         }
@@ -258,8 +255,8 @@ fn list_changed() -> ServerNotification {
     ServerNotification::ResourceListChangedNotification(ResourceListChangedNotification::default())
 }
 
-fn updated(uri: String) -> ServerNotification {
+fn updated(uri: Uri) -> ServerNotification {
     ServerNotification::ResourceUpdatedNotification(ResourceUpdatedNotification::new(
-        ResourceUpdatedNotificationParam::new(uri),
+        ResourceUpdatedNotificationParam::new(uri.as_str()),
     ))
 }

@@ -219,7 +219,7 @@ impl Stored {
         // one in place. Only a process of resmux's own user (which can read
         // the key anyway) could change it while it is mapped: resmux would
         // then copy bytes other than those it tagged, or stop on SIGBUS if
-        // the file were cut short. README says not to edit the cache in place.
+        // the file were cut short. docs/operators.md says not to edit the cache in place.
         let tagged = unsafe { MmapOptions::new().populate().map(&file)? };
         if tagged.len() < TAG_BYTES {
             bail!("it is too short to carry a tag");

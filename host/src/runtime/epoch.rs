@@ -13,7 +13,7 @@ use std::thread::Thread;
 use anyhow::{Context, Result};
 use wasmtime::{Engine, EngineWeak};
 
-use crate::policy::limits::EPOCH_TICK;
+use crate::grants::limits::EPOCH_TICK;
 
 /// The epoch clock of one engine; clones share it.
 #[derive(Clone)]

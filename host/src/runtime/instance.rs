@@ -12,7 +12,7 @@
 //! - it holds at most [`MAX_IDLE_HANDLES`] host resources, each of a kind
 //!   that cannot change meaning while it waits (its granted directories
 //!   themselves, its standard streams, header fields, pollables: see
-//!   `policy::Sandbox::resources_between_calls`; no open file, no file
+//!   `grants::Sandbox::resources_between_calls`; no open file, no file
 //!   stream, no socket, no HTTP traffic), and the host's descriptor budget
 //!   is more than half free;
 //! - its plugin keeps fewer idle instances than its `concurrent_calls`, and
@@ -125,7 +125,7 @@ impl Instance {
     }
 
     /// Its store and its exports, for one call.
-    pub fn parts(&mut self) -> (&mut wasmtime::Store<crate::policy::Sandbox>, &Exports) {
+    pub fn parts(&mut self) -> (&mut wasmtime::Store<crate::grants::Sandbox>, &Exports) {
         (&mut self.metered.store, &self.exports)
     }
 }

@@ -19,7 +19,7 @@ use wasmtime::component::{Component, ComponentExportIndex, ComponentType, Lift, 
 
 use super::bindings::resmux::provider::types as wit;
 use crate::contract::{Body, Content, ProviderError, ReadResult};
-use crate::policy::{LocatedFile, Policy};
+use crate::grants::{Grants, LocatedFile};
 
 /// The interface a locating plugin exports beside the contract.
 const INTERFACE: &str = "resmux:provider/locate@0.1.0";
@@ -44,20 +44,20 @@ pub fn export_of(component: &Component) -> Option<ComponentExportIndex> {
     component.get_export_index(Some(&interface), "locate")
 }
 
-/// The file `located` names, opened through the grants of `policy` for the
+/// The file `located` names, opened through `grants` for the
 /// host to read, or none if the plugin's `read` must answer. A file larger
 /// than the plugin's `max_read_bytes` is refused before any of it is read,
 /// as its answer would be.
 pub fn open(
     plugin: &str,
-    policy: &Policy,
+    grants: &Grants,
     path: &str,
     located: &Located,
 ) -> Result<Option<LocatedFile>, ProviderError> {
-    let Some(opened) = policy.open_located(&located.file) else {
+    let Some(opened) = grants.open_located(&located.file) else {
         return Ok(None);
     };
-    let limit = policy.max_read_bytes;
+    let limit = grants.max_read_bytes;
     if opened.size > limit {
         return Err(ProviderError::Fault(format!(
             "plugin {plugin}: the file {:?} it located for {path:?} holds {} bytes, over its max_read_bytes of {limit}",
@@ -70,15 +70,15 @@ pub fn open(
 /// The answer for `path`, read from `opened`, the file `located` names; none
 /// if it grew past the plugin's limits while read, or could not be read.
 pub fn read(
-    policy: &Policy,
+    grants: &Grants,
     path: &str,
     opened: &LocatedFile,
     located: Located,
 ) -> Option<ReadResult> {
-    let most = policy
+    let most = grants
         .limits
         .memory_bytes()
-        .min(usize::try_from(policy.max_read_bytes).unwrap_or(usize::MAX));
+        .min(usize::try_from(grants.max_read_bytes).unwrap_or(usize::MAX));
     let bytes = read_at_most(&opened.file, opened.size, most)?;
     let (mime_type, body) = answer(located.mime_type, located.text, bytes);
     Some(ReadResult {

@@ -18,7 +18,7 @@ use wasmtime::Store;
 
 use super::health::Health;
 use crate::contract::ProviderError;
-use crate::policy::Sandbox;
+use crate::grants::Sandbox;
 use crate::telemetry::metrics;
 use crate::telemetry::metrics::{
     Plugin, PluginCall, PluginFault, PluginOperation, PluginQuarantine,

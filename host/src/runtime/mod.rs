@@ -2,7 +2,7 @@
 //! limit in use, each with the [`epoch`] clock of its time limits, which
 //! sleeps while no call runs), the compile cache, the host's descriptor budget
 //! ([`handles`]), and [`WasmPlugin`], which calls a component's exports under
-//! its policy's limits.
+//! its grants' limits.
 //!
 //! The runtime knows nothing of schemes or MCP: it turns component bytes into a
 //! [`crate::contract::Provider`].
@@ -34,12 +34,12 @@ pub use plugin::WasmPlugin;
 
 use self::epoch::EpochClock;
 
-use crate::policy::limits::{DEFAULT_STACK_KIB, MAX_MEMORY_MIB, MAX_TABLE_ELEMENTS};
-use crate::policy::{self, Policy, Sandbox};
+use crate::grants::limits::{DEFAULT_STACK_KIB, MAX_MEMORY_MIB, MAX_TABLE_ELEMENTS};
+use crate::grants::{self, Grants, Sandbox};
 
 /// The engine plugins run on, with what every plugin gets linked once
-/// ([`policy::link_common`]); each plugin's linker adds what its grants
-/// bring, and the policy decides what each call may use. The stack limit is
+/// ([`grants::link_common`]); each plugin's linker adds what its grants
+/// bring, and the grants decide what each call may use. The stack limit is
 /// a setting of the engine, so each stack size in use gets an engine of its
 /// own, shared by every plugin with that limit (most plugins keep the
 /// default, and so share one).
@@ -180,11 +180,11 @@ impl Runtime {
         &self,
         name: &str,
         component: &Arc<Component>,
-        policy: Policy,
+        grants: Grants,
         config: Vec<(String, String)>,
     ) -> Result<WasmPlugin> {
         let mut linker = self.on.linker.clone();
-        policy
+        grants
             .link(&mut linker, component)
             .context("cannot link what the plugin's grants bring")?;
         let instance_pre = linker
@@ -199,7 +199,7 @@ impl Runtime {
             component.clone(),
             instance_pre,
             indices,
-            policy,
+            grants,
             config,
             self,
         ))
@@ -245,7 +245,7 @@ impl Engined {
             }
         };
         let mut linker = Linker::new(&engine);
-        policy::link_common(&mut linker)?;
+        grants::link_common(&mut linker)?;
         let epoch = EpochClock::start(&engine)?;
         Ok(Self {
             engine,

@@ -1,7 +1,7 @@
 //! One loaded plugin and the path of every call into it: a slot among the
 //! plugin's concurrent calls and its share of the host's descriptor budget,
 //! an instance (an idle one of the plugin's, or a fresh store and instance
-//! under its policy, its resource table capped at `max_handles`, drawn from
+//! under its grants, its resource table capped at `max_handles`, drawn from
 //! the engine's pool), `init` with the operator's config once per instance,
 //! the call itself, all within the time limit. An instance whose call
 //! answered may be kept for the next ([`super::instance`]); one that trapped,
@@ -55,8 +55,8 @@ use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
     ResourceEntry, TemplateEntry,
 };
-use crate::policy::limits::Exceeded;
-use crate::policy::{Blocking, Policy, Sandbox};
+use crate::grants::limits::Exceeded;
+use crate::grants::{Blocking, Grants, Sandbox};
 
 /// A plugin ready to serve calls.
 pub struct WasmPlugin {
@@ -83,7 +83,7 @@ struct Shared {
     /// it has granted directories, all on local filesystems, and no
     /// granted file.
     inline: Option<InlineLane>,
-    policy: Policy,
+    grants: Grants,
     config: Vec<(String, String)>,
     call_slots: Arc<Semaphore>,
     handles: HandleBudget,
@@ -236,26 +236,26 @@ impl WasmPlugin {
         component: Arc<Component>,
         pre: InstancePre<Sandbox>,
         indices: PluginIndices,
-        policy: Policy,
+        grants: Grants,
         config: Vec<(String, String)>,
         runtime: &Runtime,
     ) -> Self {
-        let call_slots = Arc::new(Semaphore::new(policy.limits.concurrent_calls as usize));
-        let may_block = policy.may_block();
-        let preopened = policy.descriptors_per_instance();
+        let call_slots = Arc::new(Semaphore::new(grants.limits.concurrent_calls as usize));
+        let may_block = grants.may_block();
+        let preopened = grants.descriptors_per_instance();
         let health = Arc::new(Health::default());
         let meter = Meter::new(&name, &health);
         let new_idle = || {
             Idle::new(
-                policy.limits.concurrent_calls as usize,
+                grants.limits.concurrent_calls as usize,
                 preopened,
                 may_block,
                 meter.idle(),
             )
         };
         let idle = new_idle();
-        let inline = (may_block && policy.may_run_inline())
-            .then(|| Placement::new(&name, policy.limits.concurrent_calls as usize))
+        let inline = (may_block && grants.may_run_inline())
+            .then(|| Placement::new(&name, grants.limits.concurrent_calls as usize))
             .and_then(|placement| {
                 placement
                     .inspect_err(|error| {
@@ -284,7 +284,7 @@ impl WasmPlugin {
                 indices,
                 locating,
                 inline,
-                policy,
+                grants,
                 config,
                 call_slots,
                 handles: runtime.handles.clone(),
@@ -297,8 +297,8 @@ impl WasmPlugin {
         }
     }
 
-    pub fn policy(&self) -> &Policy {
-        &self.shared.policy
+    pub fn grants(&self) -> &Grants {
+        &self.shared.grants
     }
 
     /// What the plugin says about itself.
@@ -491,7 +491,7 @@ impl Shared {
             )));
         }
         let lane = self.place(lane, operation, on);
-        let timeout = self.policy.limits.timeout();
+        let timeout = self.grants.limits.timeout();
         let (slot, reused, handles) = match tokio::time::timeout(timeout, self.hold(lane, on)).await
         {
             Ok(held) => held.map_err(Failed::Busy)?,
@@ -587,7 +587,7 @@ impl Shared {
     /// Renews the grants (a single granted file's link or copy) before a
     /// call that must be over by `deadline`, on the thread that runs it.
     fn renew(&self, deadline: Instant) -> Result<(), Failed> {
-        self.policy
+        self.grants
             .renew(&self.name, deadline)
             .map_err(|error| Failed::Answered(self.unprepared(error)))
     }
@@ -617,7 +617,7 @@ impl Shared {
             On::Any => self.idle(lane).take(),
             On::Bare | On::Started => None,
         };
-        let max_handles = self.policy.limits.max_handles;
+        let max_handles = self.grants.limits.max_handles;
         let whole = max_handles.saturating_add(self.preopened);
         let already = reused.as_ref().map_or(0, Instance::held_handles);
         let more = whole.saturating_sub(u32::try_from(already).unwrap_or(u32::MAX));
@@ -650,7 +650,7 @@ impl Shared {
         path: &str,
         located: locate::Located,
     ) -> Result<Option<ReadResult>, ProviderError> {
-        let timeout = self.policy.limits.timeout();
+        let timeout = self.grants.limits.timeout();
         let slot =
             match tokio::time::timeout(timeout, self.call_slots.clone().acquire_owned()).await {
                 Ok(slot) => slot.expect("the call semaphore is never closed"),
@@ -658,11 +658,11 @@ impl Shared {
             };
         // The first wait: from here on the read runs in a task of its own.
         tokio::task::yield_now().await;
-        let Some(opened) = locate::open(&self.name, &self.policy, path, &located)? else {
+        let Some(opened) = locate::open(&self.name, &self.grants, path, &located)? else {
             return Ok(None);
         };
         if opened.size <= READ_IN_TASK_BYTES {
-            let answer = locate::read(&self.policy, path, &opened, located);
+            let answer = locate::read(&self.grants, path, &opened, located);
             drop(slot);
             return Ok(answer);
         }
@@ -670,7 +670,7 @@ impl Shared {
         let owned = path.to_owned();
         let read = tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            locate::read(&shared.policy, &owned, &opened, located)
+            locate::read(&shared.grants, &owned, &opened, located)
         });
         match tokio::time::timeout(timeout, read).await {
             Ok(Ok(answer)) => Ok(answer),
@@ -680,7 +680,7 @@ impl Shared {
             ))),
             Err(_) => Err(ProviderError::Unavailable(format!(
                 "plugin {}: reading the file it located for {path:?} took longer than its time limit of {} ms",
-                self.name, self.policy.limits.timeout_ms
+                self.name, self.grants.limits.timeout_ms
             ))),
         }
     }
@@ -690,7 +690,7 @@ impl Shared {
     fn busy(&self) -> ProviderError {
         ProviderError::Unavailable(format!(
             "plugin {} is busy: its {} call slots (or the host's descriptor budget) stayed taken for {} ms",
-            self.name, self.policy.limits.concurrent_calls, self.policy.limits.timeout_ms
+            self.name, self.grants.limits.concurrent_calls, self.grants.limits.timeout_ms
         ))
     }
 
@@ -701,7 +701,7 @@ impl Shared {
     fn past_time_limit(&self, operation: &str) -> String {
         format!(
             "plugin {} exceeded its time limit of {} ms in {operation}",
-            self.name, self.policy.limits.timeout_ms
+            self.name, self.grants.limits.timeout_ms
         )
     }
 
@@ -723,7 +723,7 @@ impl Shared {
     /// `deadline`.
     fn new_store(&self, lane: Lane, deadline: Instant) -> Result<Store<Sandbox>, ProviderError> {
         let mut sandbox = self
-            .policy
+            .grants
             .sandbox(&self.name, lane.blocking())
             .map_err(|error| self.unprepared(error))?;
         sandbox.limiter().begin_call(deadline);
@@ -895,7 +895,7 @@ impl Shared {
 
     /// Describes a failed call, naming the limit it ran into if it ran into one.
     fn fault(&self, operation: &str, store: &Store<Sandbox>, error: wasmtime::Error) -> Failed {
-        let limits = &self.policy.limits;
+        let limits = &self.grants.limits;
         let table_full = matches!(
             error.downcast_ref::<ResourceTableError>(),
             Some(ResourceTableError::Full)

@@ -10,7 +10,7 @@
 //! a `WWW-Authenticate` challenge, [`super::challenge`]), and is handed on as
 //! that client; a legacy session belongs to the client that opened it
 //! ([`super::sessions`]). A client must send its request headers
-//! within [`HEADER_TIMEOUT`] and its body at a pace ([`super::pacing`]), and
+//! within [`super::listener::HEADER_TIMEOUT`] and its body at a pace ([`super::pacing`]), and
 //! the connections open at once are bounded in all and per source
 //! ([`super::connections`]; more are closed as they arrive). SIGINT and
 //! SIGTERM stop it gracefully. `/healthz` and `/readyz` ([`super::observe`])
@@ -22,12 +22,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -35,15 +32,13 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use super::challenge;
-use super::connections::{ConnectionLimits, Connections};
+use super::connections::ConnectionLimits;
 use super::http_reads::{HttpReads, answer_reads};
-use super::pacing;
+use super::listener::{accept, bearer};
 use super::sessions::{MAX_SESSIONS_PER_CLIENT, SessionOwners};
 use crate::access::{Admission, Client};
 use crate::protocol::Observed;
 
-/// How long a client may take to send a request's headers.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a graceful stop waits for requests in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -133,68 +128,6 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Serves connections from `listener` until `stop`, each request's body
-/// paced; returns the connections still open.
-pub(super) async fn accept(
-    listener: TcpListener,
-    router: axum::Router,
-    limits: ConnectionLimits,
-    stop: impl std::future::Future<Output = ()>,
-) -> GracefulShutdown {
-    let router = router.layer(axum::middleware::from_fn(pacing::pace_body));
-    let service = TowerToHyperService::new(router);
-    let connections = Connections::new(limits);
-    let graceful = GracefulShutdown::new();
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT);
-    tokio::pin!(stop);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!("cannot accept a connection: {error}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut stop => break,
-        };
-        let Some(admitted) = connections.admit(peer) else {
-            continue;
-        };
-        // Answers are small and go out at once: without this, Nagle's
-        // algorithm meets the client's delayed acknowledgement and adds 40 ms
-        // to a reply.
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {error}");
-        }
-        let connection = http.serve_connection(TokioIo::new(stream), service.clone());
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%peer, "connection ended: {error}");
-            }
-            drop(admitted);
-        });
-    }
-    graceful
-}
-
-/// The token of the request's `Authorization: Bearer` header, if it has one.
-pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let (scheme, token) = headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
-    }
-    Some(token.trim())
 }
 
 /// Lets a request in as the client whose bearer token it carries, without

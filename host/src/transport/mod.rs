@@ -1,21 +1,24 @@
 //! The edge: how MCP messages reach the protocol handler. stdio for a client
 //! that starts resmux itself, Streamable HTTP for a long-lived service. Checks
-//! that belong to the wire (`Host`, `Origin`) live here, and so do the
-//! bounds on connections ([`connections`]) and request bodies ([`pacing`]),
-//! and the operator's listener for metrics and probes ([`observe`]).
+//! that belong to the wire (`Host`, `Origin`) live here, and so does the
+//! accept loop both listeners share ([`listener`]: bounds on connections and
+//! request bodies), and the operator's listener for metrics and probes
+//! ([`observe`]).
 
 mod challenge;
 mod connections;
 mod direct;
 mod http;
 mod http_reads;
+mod listener;
 mod observe;
 mod pacing;
 mod sessions;
 mod stdio;
 
 pub use connections::ConnectionLimits;
-pub use http::{HEADER_TIMEOUT, HttpOptions, serve_http};
+pub use http::{HttpOptions, serve_http};
+pub use listener::HEADER_TIMEOUT;
 pub use observe::{mark_ready, read_metrics_token, serve_metrics};
 
 use anyhow::{Context, Result};

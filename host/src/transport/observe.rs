@@ -21,7 +21,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 
 use super::connections::ConnectionLimits;
-use super::http::{accept, bearer};
+use super::listener::{accept, bearer};
 use crate::telemetry::metrics;
 
 /// Connections the metrics listener keeps open at once; one source holds

@@ -3,11 +3,17 @@
 # componentize-js, installed into node_modules/ by npm on the first build.
 set -euo pipefail
 cd "$(dirname "$0")"
+# RESMUX if set; else the resmux that wrote this project, or, if it is gone,
+# the one on PATH.
+if [ -z "${RESMUX:-}" ]; then
+    written_by={{resmux}}
+    if [ -x "$written_by" ]; then RESMUX=$written_by; else RESMUX=resmux; fi
+fi
 
 if [ ! -d node_modules ]; then
     npm install --no-audit --no-fund --loglevel=error >/dev/null
 fi
-"${RESMUX:-resmux}" wit wit
+"$RESMUX" wit wit
 # componentize-js reports a syntax error without its place; node names it.
 node --check app.js
 mkdir -p build

@@ -5,7 +5,13 @@
 # backtrace even when RUST_BACKTRACE is set.
 set -euo pipefail
 cd "$(dirname "$0")"
-"${RESMUX:-resmux}" wit wit >/dev/null
+# RESMUX if set; else the resmux that wrote this project, or, if it is gone,
+# the one on PATH.
+if [ -z "${RESMUX:-}" ]; then
+    written_by={{resmux}}
+    if [ -x "$written_by" ]; then RESMUX=$written_by; else RESMUX=resmux; fi
+fi
+"$RESMUX" wit wit >/dev/null
 mkdir -p build
 RUST_LIB_BACKTRACE=0 componentize-py -d wit -w resmux:provider/plugin componentize app -p . -o build/{{name}}.wasm >/dev/null
 mv build/{{name}}.wasm {{name}}.wasm

@@ -2,7 +2,13 @@
 # Builds {{name}}.wasm: the contract from resmux, then cargo for wasm32-wasip2.
 set -euo pipefail
 cd "$(dirname "$0")"
-"${RESMUX:-resmux}" wit wit
+# RESMUX if set; else the resmux that wrote this project, or, if it is gone,
+# the one on PATH.
+if [ -z "${RESMUX:-}" ]; then
+    written_by={{resmux}}
+    if [ -x "$written_by" ]; then RESMUX=$written_by; else RESMUX=resmux; fi
+fi
+"$RESMUX" wit wit
 if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2 >&2
 fi

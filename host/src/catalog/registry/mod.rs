@@ -4,7 +4,7 @@
 //! A pull resolves the reference to a manifest digest, refuses anything
 //! that is not one Wasm component as the Bytecode Alliance tooling
 //! publishes it ([`artifact`]), checks the cosign signature of that digest
-//! against the signers the manifest and the operator policy accept
+//! against the signers the manifest and the ceiling accept
 //! ([`signature`]), and only then downloads the component, by digest and
 //! within its size limit, into the [`store`]. Nothing of a component is
 //! compiled, or taken from the compile cache, before its signature passed.
@@ -27,7 +27,7 @@ use oci_client::{Client, Reference};
 
 pub use store::Store;
 
-use crate::policy::signers::SignatureRules;
+use crate::grants::signers::SignatureRules;
 
 /// The longest a registry may take to answer one pull before it counts as
 /// unreachable.

@@ -32,7 +32,7 @@ use sigstore::registry::OciReference;
 use sigstore::trust::ManualTrustRoot;
 
 use super::{Pulling, Registries, sigstore_auth, sorted};
-use crate::policy::signers::{Accepted, Identity, SignatureRules};
+use crate::grants::signers::{Accepted, Identity, SignatureRules};
 
 /// The media type of a cosign signature layer.
 pub const SIGNATURE_LAYER_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{Provenance, Pulled};
-use crate::policy::signers::{Accepted, Identity, SignatureRules};
+use crate::grants::signers::{Accepted, Identity, SignatureRules};
 use crate::runtime::CompileCache;
 
 /// Where pulled components and their records are kept.

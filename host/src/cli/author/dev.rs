@@ -87,7 +87,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         page_size: DEFAULT_PAGE_SIZE,
         cache,
         rules: RulesArgs {
-            policy: None,
+            ceiling: None,
             locked: false,
             plain_http: Vec::new(),
         },

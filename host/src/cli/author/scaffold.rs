@@ -2,7 +2,10 @@
 //! `build.sh` and passes `resmux check` unchanged. It is what every project
 //! has (`sdk/new/common/`: the manifest) and the template of its language
 //! (`sdk/new/LANG/`), with `{{name}}` replaced in names and text, that
-//! language's SDK beside them, and the contract in `wit/`.
+//! language's SDK beside them, and the contract in `wit/`. `{{resmux}}` is
+//! the path of the resmux that writes it: its `build.sh` calls that one
+//! unless `RESMUX` names another, so it builds whether resmux is on PATH or
+//! not.
 
 use std::path::Path;
 
@@ -43,7 +46,11 @@ pub fn new_project(language: Language, name: &str, dir: &Path) -> Result<()> {
             dir.display()
         );
     }
-    let fill = |text: &str| text.replace("{{name}}", name);
+    let resmux = shell_quoted(&this_resmux());
+    let fill = |text: &str| {
+        text.replace("{{name}}", name)
+            .replace("{{resmux}}", &resmux)
+    };
     embedded::write_tree("sdk/new/common/", dir, fill)?;
     // Each template's folder is named as its --lang value.
     let lang = language
@@ -61,6 +68,21 @@ pub fn new_project(language: Language, name: &str, dir: &Path) -> Result<()> {
          or serve it and rebuild on every save with resmux dev {dir}"
     );
     Ok(())
+}
+
+/// The path of the running resmux, for `build.sh`; `resmux` (the one on
+/// PATH) when it cannot be told or is not UTF-8.
+fn this_resmux() -> String {
+    std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .ok()
+        .and_then(|path| path.into_os_string().into_string().ok())
+        .unwrap_or_else(|| "resmux".to_owned())
+}
+
+/// `text` as one single-quoted shell word.
+fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// A name must work as a URI scheme, a file name, and a package name in

@@ -36,7 +36,8 @@ static CONNECT_TO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// How listing misbehaves: config key `list`, `spin` (for ever) or
 /// `long-cursor` (a 100 000-byte cursor); or behaves, and tells on stderr
 /// each time it is asked for a page: `pages/TOTAL/SIZE` lists `p0000` and
-/// on, `SIZE` to a page.
+/// on, `SIZE` to a page. `hostile/KIND` answers honestly but for one kind
+/// of answer, which breaks the contract ([`hostile`]).
 static LIST_MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// Reads this instance has served, which `liar://count` tells.
 static READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -95,6 +96,17 @@ impl Guest for Liar {
     }
 
     fn list(cursor: Option<String>) -> Result<ResourcePage, Error> {
+        if let Some(kind) = hostile() {
+            let mut resources = vec![resource("honest", Some("text/plain"))];
+            if kind == "page" {
+                resources.push(resource("with space", None));
+            }
+            return Ok(ResourcePage {
+                resources,
+                next_cursor: None,
+                cache: None,
+            });
+        }
         match LIST_MODE.get().map(String::as_str) {
             Some("spin") => loop {
                 std::hint::black_box(());
@@ -158,7 +170,7 @@ impl Guest for Liar {
     }
 
     fn templates(_cursor: Option<String>) -> Result<TemplatePage, Error> {
-        if LIST_MODE.get().is_some_and(|mode| mode == "promises") {
+        if hostile().is_some() || LIST_MODE.get().is_some_and(|mode| mode == "promises") {
             return Ok(TemplatePage {
                 templates: vec![template("item/{id}")],
                 next_cursor: None,
@@ -184,6 +196,12 @@ impl Guest for Liar {
             body: Body::Text("a lie".into()),
             meta: None,
         };
+        if hostile() == Some("read") {
+            return Ok(ReadResult {
+                contents: vec![content("other://x", "text/plain")],
+                cache: None,
+            });
+        }
         if let Some(file) = path.strip_prefix("located/") {
             let mut answer = content(&path, "text/plain");
             answer.body = Body::Text(format!("read by the plugin, not the host: {file}"));
@@ -419,6 +437,17 @@ impl Guest for Liar {
     }
 
     fn complete(request: CompletionRequest) -> Result<Completion, Error> {
+        if let Some(kind) = hostile() {
+            let mut values = vec!["ok".to_owned()];
+            if kind == "completion" {
+                values.push("x".repeat(70_000));
+            }
+            return Ok(Completion {
+                total: Some(values.len() as u32),
+                values,
+                has_more: false,
+            });
+        }
         if LIST_MODE.get().is_some_and(|mode| mode == "promises") {
             panic!("the liar cannot complete {}", request.argument);
         }
@@ -430,8 +459,28 @@ impl Guest for Liar {
     }
 
     fn changes(_since: Option<String>) -> Result<ChangeReport, Error> {
+        if let Some(kind) = hostile() {
+            let token = if kind == "changes" {
+                "t".repeat(70_000)
+            } else {
+                "static".into()
+            };
+            return Ok(ChangeReport {
+                token,
+                listing_changed: false,
+                changed_paths: Vec::new(),
+            });
+        }
         Err(Error::Unavailable("the liar never reports changes".into()))
     }
+}
+
+/// The kind of answer config `list = "hostile/KIND"` breaks, past the
+/// limits of a default manifest: `page` (an entry whose path has a space),
+/// `read` (content under another scheme), `completion` (a 70 000-byte
+/// value) or `changes` (a 70 000-byte token).
+fn hostile() -> Option<&'static str> {
+    LIST_MODE.get()?.strip_prefix("hostile/")
 }
 
 /// Recurses until the stack runs out, long before `depth` could reach its end.

@@ -1,6 +1,6 @@
 //! Who may sign a component pulled from a registry, and what vouches for a
 //! signature: a manifest's `signed_by` and `[pull]` section, capped by the
-//! `[signatures]` section of the operator policy as grants are capped by the
+//! `[signatures]` section of the ceiling as grants are capped by the
 //! rest of it.
 //!
 //! ```toml
@@ -15,7 +15,7 @@
 //! fulcio_roots = "sigstore/fulcio.pem"   # the CA chain of keyless certificates
 //! rekor_keys = "sigstore/rekor.pub"      # the keys of the transparency log
 //!
-//! # the operator policy
+//! # the ceiling
 //! [signatures]
 //! signers = ["keys/team.pub", { identity = "release@example.com", issuer = "https://idp.example.com" }]
 //! fulcio_roots = "sigstore/fulcio.pem"
@@ -24,7 +24,7 @@
 //! max_component_mib = 64
 //! ```
 //!
-//! Once the policy has a `[signatures]` section, only its trust root counts
+//! Once the ceiling has a `[signatures]` section, only its trust root counts
 //! (a manifest that brought its own could vouch for any identity), and its
 //! log requirement and size cap bind every manifest; once it lists signers,
 //! a remote component must be signed by one of them, whatever its manifest
@@ -41,11 +41,11 @@ use serde::Deserialize;
 /// Seconds between two looks at a tag, unless a manifest says otherwise.
 const DEFAULT_POLL_INTERVAL_S: u64 = 300;
 
-/// The largest component pulled, in MiB, unless a manifest or the policy
+/// The largest component pulled, in MiB, unless a manifest or the ceiling
 /// says otherwise.
 const DEFAULT_MAX_COMPONENT_MIB: u64 = 64;
 
-/// A signer a manifest or the operator policy names.
+/// A signer a manifest or the ceiling names.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum Signer {
@@ -88,7 +88,7 @@ impl Default for PullSection {
     }
 }
 
-/// The operator policy's `[signatures]` section.
+/// The ceiling's `[signatures]` section.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignatureCeiling {
@@ -101,7 +101,7 @@ pub struct SignatureCeiling {
 }
 
 impl SignatureCeiling {
-    /// The section with its relative paths taken from `base`, the policy
+    /// The section with its relative paths taken from `base`, the ceiling
     /// file's folder.
     pub(super) fn rooted_at(self, base: &Path) -> Self {
         let root = |path: PathBuf| base.join(path);
@@ -166,7 +166,7 @@ impl std::fmt::Display for Accepted {
 }
 
 /// What a remote component's signature must satisfy, settled from its
-/// manifest and the operator policy, with every file it names read.
+/// manifest and the ceiling, with every file it names read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignatureRules {
     /// Any one of them will do.
@@ -181,7 +181,7 @@ pub struct SignatureRules {
 
 impl SignatureRules {
     /// The rules for a remote component whose manifest (in `manifest_dir`)
-    /// names `signed_by` and `pull`, under the policy's `ceiling`, in
+    /// names `signed_by` and `pull`, under the `ceiling`'s [signatures], in
     /// locked mode or not.
     pub fn settle(
         signed_by: Option<&Signer>,
@@ -210,7 +210,7 @@ impl SignatureRules {
             .unwrap_or_else(Vec::new);
         if locked && listed.is_empty() {
             bail!(
-                "locked mode requires the operator policy's [signatures] to list who may sign \
+                "locked mode requires the ceiling's [signatures] to list who may sign \
                  remote components"
             );
         }
@@ -222,10 +222,10 @@ impl SignatureRules {
             None => listed,
             Some(signer) if listed.is_empty() => vec![signer],
             Some(signer) => match listed.into_iter().find(|listed| listed.same_as(&signer)) {
-                // The policy's copy of a key is the one checked.
+                // The ceiling's copy of a key is the one checked.
                 Some(listed) => vec![listed],
                 None => bail!(
-                    "signed_by names {signer}, which the operator policy's [signatures] does \
+                    "signed_by names {signer}, which the ceiling's [signatures] does \
                      not list"
                 ),
             },
@@ -242,13 +242,13 @@ impl SignatureRules {
         };
         if pull.fulcio_roots.is_some() || pull.rekor_keys.is_some() {
             bail!(
-                "the operator policy's [signatures] sets the trust root; remove fulcio_roots and \
+                "the ceiling's [signatures] sets the trust root; remove fulcio_roots and \
                  rekor_keys from [pull]"
             );
         }
         if ceiling.require_log_entry == Some(true) && !pull.require_log_entry {
             bail!(
-                "the operator policy requires a transparency-log entry on every signature; \
+                "the ceiling requires a transparency-log entry on every signature; \
                  remove require_log_entry = false"
             );
         }
@@ -368,7 +368,7 @@ mod tests {
     }
 
     #[test]
-    fn a_manifest_without_a_signer_is_refused_unless_the_policy_lists_some() {
+    fn a_manifest_without_a_signer_is_refused_unless_the_ceiling_lists_some() {
         let pull = PullSection::default();
         let dir = Path::new(".");
         assert!(settle(None, &pull, dir, None, false).contains("signed_by"));
@@ -385,7 +385,7 @@ mod tests {
     }
 
     #[test]
-    fn locked_mode_wants_the_policy_to_list_signers() {
+    fn locked_mode_wants_the_ceiling_to_list_signers() {
         let signer = identity("a@example.com");
         let pull = PullSection::default();
         let dir = Path::new(".");
@@ -395,7 +395,7 @@ mod tests {
     }
 
     #[test]
-    fn the_policy_caps_the_signer_the_trust_root_the_log_and_the_size() {
+    fn the_ceiling_caps_the_signer_the_trust_root_the_log_and_the_size() {
         let dir = Path::new(".");
         let ceiling = SignatureCeiling {
             signers: vec![identity("a@example.com")],
@@ -436,7 +436,7 @@ mod tests {
     }
 
     #[test]
-    fn a_key_is_listed_by_its_bytes_and_the_policys_copy_is_checked() {
+    fn a_key_is_listed_by_its_bytes_and_the_ceilings_copy_is_checked() {
         let dir = tempfile::tempdir().unwrap();
         let key = "-----BEGIN PUBLIC KEY-----\nAAEC\nAwQ=\n-----END PUBLIC KEY-----\n";
         std::fs::write(dir.path().join("mine.pub"), key).unwrap();

@@ -1,5 +1,5 @@
-//! The operator's ceiling: what may ever be granted to any plugin, from an
-//! operator policy file. A plugin whose manifest grants more is refused. The
+//! The ceiling: what may ever be granted to any plugin, from the operator's
+//! ceiling file (`--ceiling`). A plugin whose manifest grants more is refused. The
 //! same file can demand locked mode, so a deployment cannot be started
 //! unlocked by leaving out a flag.
 //!
@@ -54,10 +54,10 @@ pub struct Ceiling {
 }
 
 impl Ceiling {
-    /// Reads a policy file; its relative paths are taken from its folder, and
+    /// Reads a ceiling file; its relative paths are taken from its folder, and
     /// every path it names must exist.
     pub fn read(path: &Path) -> Result<Self> {
-        let ceiling: Self = crate::toml_file::read(path, "operator policy")?;
+        let ceiling: Self = crate::toml_file::read(path, "ceiling")?;
         let base = path.parent().unwrap_or(Path::new("."));
         let canonical = |paths: Vec<PathBuf>| -> Result<Vec<PathBuf>> {
             paths
@@ -66,7 +66,7 @@ impl Ceiling {
                     let joined = base.join(&entry);
                     joined.canonicalize().with_context(|| {
                         format!(
-                            "operator policy {} names {}, which cannot be opened",
+                            "ceiling {} names {}, which cannot be opened",
                             path.display(),
                             joined.display()
                         )
@@ -85,7 +85,7 @@ impl Ceiling {
             .find(|key| !known.contains(&key.as_str()))
         {
             bail!(
-                "operator policy {} caps unknown limit {unknown:?}; limits are {}",
+                "ceiling {} caps unknown limit {unknown:?}; limits are {}",
                 path.display(),
                 known.join(", ")
             );
@@ -102,7 +102,7 @@ impl Ceiling {
         })
     }
 
-    /// The `[signatures]` section, if the policy has one.
+    /// The `[signatures]` section, if the ceiling has one.
     pub fn signatures(&self) -> Option<&SignatureCeiling> {
         self.signatures.as_ref()
     }

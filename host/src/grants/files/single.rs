@@ -40,8 +40,8 @@ use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, SeekFrom};
 
 use super::Access;
 use super::private::PrivateFolder;
+use crate::grants::Renewal;
 use crate::owner_file;
-use crate::policy::Renewal;
 
 /// The name a renewed link or copy is made under, in the private folder,
 /// before it is renamed into the private directory.

@@ -1,67 +1,68 @@
 //! The sandbox of one plugin instance: the host state its store holds (the
-//! WASI context, the HTTP context and its hooks, the resource table, the
-//! names it may look up, the limiter), built from the plugin's limits and
-//! grants.
+//! WASI context, the resource table, the limiter, its output), built from
+//! the plugin's limits and grants, and beside it each capability's own
+//! per-instance state ([`InstanceState`]), which that capability's module
+//! defines, puts in when it prepares an instance, and finds again by its
+//! type. The sandbox knows none of them: a new capability with state is its
+//! own module and its one registration.
 //! Nothing in it is inherited from the host: no variable, argument or
 //! standard input unless a grant adds it, and what the plugin prints goes
 //! to resmux's log.
 //!
 //! Between two calls, an instance may keep only what cannot change meaning
-//! while it waits ([`Sandbox::resources_between_calls`]): its granted
-//! directories themselves, its standard streams, header fields and
-//! pollables. Any other handle (an open file or subdirectory, a file
+//! while it waits ([`Sandbox::resources_between_calls`]): its standard
+//! streams and pollables, and what a capability's state vouches for
+//! ([`InstanceState::may_keep`]: its granted directories themselves, header
+//! fields). Any other handle (an open file or subdirectory, a file
 //! stream, a directory listing under way, a socket, an HTTP request,
 //! response, body or trailers, a type resmux does not know) keeps the
 //! instance from serving another call: a file moved out of its grant must
 //! not stay reachable, and traffic must not go on between calls.
 
-use std::os::fd::AsFd;
+use std::any::Any;
 use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi::p2::pipe::ClosedInputStream;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, DynPollable};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{FieldMap, WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::limits::{Limits, StoreLimiter};
-use super::network::{GrantedNames, HttpPolicy, LookupView, NetworkGrant};
 use super::output::PluginOutput;
 use super::standard::LiveStreams;
 
-/// A granted directory as the file system knows it (its device and inode),
-/// and whether the grant lets the plugin write there.
-pub type GrantedDirectory = (u64, u64, bool);
+/// One capability's share of an instance, defined in that capability's
+/// module.
+pub trait InstanceState: Any + Send {
+    /// Whether the instance may keep `resource`, one of its table's, between
+    /// two calls: only what cannot change meaning while it waits.
+    fn may_keep(&self, _resource: &dyn Any) -> bool {
+        false
+    }
+}
 
 /// The host state of one plugin instance.
 pub struct Sandbox {
+    plugin: Arc<str>,
     wasi: WasiCtx,
-    http: WasiHttpCtx,
-    http_policy: HttpPolicy,
     table: ResourceTable,
-    names: GrantedNames,
+    states: Vec<Box<dyn InstanceState>>,
     limiter: StoreLimiter,
     stdout: PluginOutput,
     stderr: PluginOutput,
     streams: LiveStreams,
-    granted_directories: Vec<GrantedDirectory>,
 }
 
 /// A sandbox being built: each grant adds its share.
 pub struct SandboxBuilder {
+    plugin: Arc<str>,
     pub wasi: WasiCtxBuilder,
-    pub http: WasiHttpCtx,
-    pub http_policy: HttpPolicy,
     table: ResourceTable,
-    pub names: GrantedNames,
+    states: Vec<Box<dyn InstanceState>>,
     limiter: StoreLimiter,
     stdout: PluginOutput,
     stderr: PluginOutput,
     streams: LiveStreams,
-    /// The directories granted to the instance, preopened: the only
-    /// descriptors it may keep between calls.
-    pub granted_directories: Vec<GrantedDirectory>,
 }
 
 impl SandboxBuilder {
@@ -83,33 +84,55 @@ impl SandboxBuilder {
         let mut table = ResourceTable::new();
         table.set_max_capacity(limits.max_handles as usize);
         Self {
+            plugin,
             wasi,
-            http: WasiHttpCtx::new(),
-            http_policy: HttpPolicy::new(plugin, NetworkGrant::default()),
             table,
-            names: GrantedNames::default(),
+            states: Vec::new(),
             limiter: limits.limiter(),
             stdout,
             stderr,
             streams,
-            granted_directories: Vec::new(),
         }
+    }
+
+    /// The state of type `T` a capability keeps for this instance, made by
+    /// `first` if it has none yet.
+    pub fn state<T: InstanceState>(&mut self, first: impl FnOnce() -> T) -> &mut T {
+        find_or_add(&mut self.states, first)
     }
 
     pub fn build(mut self) -> Sandbox {
         Sandbox {
+            plugin: self.plugin,
             wasi: self.wasi.build(),
-            http: self.http,
-            http_policy: self.http_policy,
             table: self.table,
-            names: self.names,
+            states: self.states,
             limiter: self.limiter,
             stdout: self.stdout,
             stderr: self.stderr,
             streams: self.streams,
-            granted_directories: self.granted_directories,
         }
     }
+}
+
+/// The state of type `T` among `states`, added by `first` if it is not there.
+fn find_or_add<T: InstanceState>(
+    states: &mut Vec<Box<dyn InstanceState>>,
+    first: impl FnOnce() -> T,
+) -> &mut T {
+    let index = match states
+        .iter()
+        .position(|state| (state.as_ref() as &dyn Any).is::<T>())
+    {
+        Some(index) => index,
+        None => {
+            states.push(Box::new(first()));
+            states.len() - 1
+        }
+    };
+    (states[index].as_mut() as &mut dyn Any)
+        .downcast_mut()
+        .expect("the state at this index is a T")
 }
 
 impl Sandbox {
@@ -121,6 +144,18 @@ impl Sandbox {
     /// The limiter, to read which limit stopped a call.
     pub fn limits_reached(&self) -> &StoreLimiter {
         &self.limiter
+    }
+
+    /// The resource table, with the state of type `T` a capability keeps
+    /// for this instance (made by `first`, given the plugin's name, if it
+    /// has none): what that capability's host functions work on.
+    pub fn table_and_state<T: InstanceState>(
+        &mut self,
+        first: impl FnOnce(&Arc<str>) -> T,
+    ) -> (&mut ResourceTable, &mut T) {
+        let plugin = &self.plugin;
+        let state = find_or_add(&mut self.states, || first(plugin));
+        (&mut self.table, state)
     }
 
     /// The last line the call wrote to stderr, to name in a fault.
@@ -147,33 +182,16 @@ impl Sandbox {
             count += 1;
             if resource.is::<DynInputStream>() || resource.is::<DynOutputStream>() {
                 streams += 1;
-            } else if let Some(descriptor) = resource.downcast_ref::<Descriptor>() {
-                if !is_one_of(descriptor, &self.granted_directories) {
+            } else if !resource.is::<DynPollable>() {
+                let resource: &dyn Any = resource;
+                if !self.states.iter().any(|state| state.may_keep(resource)) {
                     return None;
                 }
-            } else if !(resource.is::<FieldMap>() || resource.is::<DynPollable>()) {
-                return None;
             }
         }
         // Every stream is a standard one: none reads or writes a file.
         (streams == self.streams.count()).then_some(count)
     }
-}
-
-/// Whether `descriptor` is one of `directories` itself (a granted directory,
-/// preopened or opened again), with no more access than a grant of it
-/// gives: not a file, not a directory below one, and not a read-only grant
-/// reached through a read-write one above it.
-fn is_one_of(descriptor: &Descriptor, directories: &[GrantedDirectory]) -> bool {
-    let Descriptor::Dir(dir) = descriptor else {
-        return false;
-    };
-    let writes = !dir.perms.write_not_permitted();
-    rustix::fs::fstat(dir.dir.as_fd()).is_ok_and(|stat| {
-        directories.iter().any(|&(device, inode, writable)| {
-            (device, inode) == (stat.st_dev, stat.st_ino) && (writable || !writes)
-        })
-    })
 }
 
 impl WasiView for Sandbox {
@@ -182,21 +200,5 @@ impl WasiView for Sandbox {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
-    }
-}
-
-impl WasiHttpView for Sandbox {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.http_policy,
-        }
-    }
-}
-
-impl LookupView for Sandbox {
-    fn lookup_parts(&mut self) -> (&mut ResourceTable, &GrantedNames) {
-        (&mut self.table, &self.names)
     }
 }

@@ -8,8 +8,9 @@
 //!   ceiling before anything is resolved, then resolved once, at load,
 //!   against the manifest's folder into held resources;
 //! - [`Grant`]: what it adds to the plugin's linker, what it gives each new
-//!   instance ([`Sandbox`]), what it renews before each call ([`Renewal`]),
-//!   and how `inspect` describes it.
+//!   instance ([`Sandbox`], with any state of its own as an
+//!   [`InstanceState`] its module defines), what it renews before each call
+//!   ([`Renewal`]), and how `inspect` describes it.
 //!
 //! The catalog, the ceiling and `inspect` loop over the capabilities a
 //! manifest lists; a new capability is one module here and one entry in
@@ -37,7 +38,7 @@ pub use environment::Source as EnvSource;
 pub use files::FileGrant;
 pub use limits::{Limits, LimitsSection};
 pub use network::NetworkGrant;
-pub use sandbox::{Sandbox, SandboxBuilder};
+pub use sandbox::{InstanceState, Sandbox, SandboxBuilder};
 
 /// One capability's section of a manifest, before it is resolved.
 pub trait Capability {
@@ -138,7 +139,7 @@ pub struct Renewal<'a> {
 
 /// Everything one plugin may do, resolved against the manifest's folder.
 #[derive(Clone)]
-pub struct Policy {
+pub struct Grants {
     pub limits: Limits,
     /// The most bytes one read may answer: a file the host reads for the
     /// plugin is refused past it before any of it is read.
@@ -146,7 +147,7 @@ pub struct Policy {
     grants: Vec<Arc<dyn Grant>>,
 }
 
-impl Policy {
+impl Grants {
     /// Resolves every capability a manifest lists, in order.
     pub fn resolve(
         capabilities: &[&dyn Capability],
@@ -168,7 +169,7 @@ impl Policy {
         })
     }
 
-    pub fn grants(&self) -> &[Arc<dyn Grant>] {
+    pub fn each(&self) -> &[Arc<dyn Grant>] {
         &self.grants
     }
 

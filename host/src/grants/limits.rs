@@ -145,7 +145,7 @@ impl Capability for LimitsSection {
             if let Some(most) = ceiling.most_for(key)
                 && value > most
             {
-                bail!("the operator policy allows {key} of at most {most}, not {value}");
+                bail!("the ceiling allows {key} of at most {most}, not {value}");
             }
         }
         Ok(())

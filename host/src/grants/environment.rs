@@ -29,7 +29,7 @@ impl Capability for EnvSection {
         for source in self.0.values() {
             match source {
                 Source::FromEnv(variable) if !ceiling.variables.contains(variable) => {
-                    bail!("the operator policy allows no grant of host variable {variable}")
+                    bail!("the ceiling allows no grant of host variable {variable}")
                 }
                 Source::FromFile(file) => {
                     let path = manifest_dir.join(file);
@@ -38,7 +38,7 @@ impl Capability for EnvSection {
                     })?;
                     if !ceiling.secret_files.contains(&path) {
                         bail!(
-                            "the operator policy allows no grant of secret file {}",
+                            "the ceiling allows no grant of secret file {}",
                             path.display()
                         );
                     }

@@ -7,7 +7,7 @@ use anyhow::Result;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Linker, ResourceType};
 
-use crate::policy::Sandbox;
+use crate::grants::Sandbox;
 
 /// Links a trap in place of every `wasi:http` function `component` imports,
 /// for a plugin without an HTTP grant: it may import `wasi:http` (many

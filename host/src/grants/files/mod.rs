@@ -19,7 +19,8 @@ mod located;
 mod private;
 mod single;
 
-use std::os::fd::AsRawFd;
+use std::any::Any;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,12 +29,13 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use serde::Deserialize;
 use wasmtime_wasi::FsPerms;
+use wasmtime_wasi::filesystem::Descriptor;
 
 pub use located::on_local_filesystem;
 pub use private::remove_stale_folders;
 use single::SingleFile;
 
-use super::{Capability, Ceiling, Grant, LocatedFile, Renewal, SandboxBuilder};
+use super::{Capability, Ceiling, Grant, InstanceState, LocatedFile, Renewal, SandboxBuilder};
 
 /// The `[[files]]` entries of a manifest.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -56,7 +58,7 @@ impl Capability for FilesSection {
                 Access::ReadWrite => (&ceiling.writable, "read-write grant"),
             };
             if !allowed.iter().any(|allowed| host.starts_with(allowed)) {
-                bail!("the operator policy allows no {what} of {}", host.display());
+                bail!("the ceiling allows no {what} of {}", host.display());
             }
         }
         Ok(())
@@ -295,12 +297,36 @@ impl FileGrant {
             .with_context(|| format!("cannot open granted path {}", self.host.display()))?;
         let stat = rustix::fs::fstat(dir)
             .with_context(|| format!("cannot stat granted path {}", self.host.display()))?;
-        sandbox.granted_directories.push((
-            stat.st_dev,
-            stat.st_ino,
-            self.access == Access::ReadWrite,
-        ));
+        let directories = sandbox.state(GrantedDirectories::default);
+        directories
+            .0
+            .push((stat.st_dev, stat.st_ino, self.access == Access::ReadWrite));
         Ok(())
+    }
+}
+
+/// The file capability's share of one instance: the directories granted
+/// to it, preopened, each as the file system knows it (device and inode)
+/// with whether the grant lets it write there. They are the only
+/// descriptors it may keep between calls.
+#[derive(Default)]
+struct GrantedDirectories(Vec<(u64, u64, bool)>);
+
+impl InstanceState for GrantedDirectories {
+    /// A descriptor of one of the granted directories itself (preopened, or
+    /// opened again), with no more access than a grant of it gives: not a
+    /// file, not a directory below one, and not a read-only grant reached
+    /// through a read-write one above it.
+    fn may_keep(&self, resource: &dyn Any) -> bool {
+        let Some(Descriptor::Dir(dir)) = resource.downcast_ref::<Descriptor>() else {
+            return false;
+        };
+        let writes = !dir.perms.write_not_permitted();
+        rustix::fs::fstat(dir.dir.as_fd()).is_ok_and(|stat| {
+            self.0.iter().any(|&(device, inode, writable)| {
+                (device, inode) == (stat.st_dev, stat.st_ino) && (writable || !writes)
+            })
+        })
     }
 }
 

@@ -18,21 +18,24 @@ mod lookup;
 mod resolver;
 mod unlinked;
 
+use std::any::Any;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use serde::Deserialize;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime_wasi::sockets::SocketAddrUse;
+use wasmtime_wasi_http::{FieldMap, WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::{Capability, Ceiling, Grant, Sandbox, SandboxBuilder};
+use super::{Capability, Ceiling, Grant, InstanceState, Sandbox, SandboxBuilder};
 
 pub use address::is_public;
 pub use endpoint::{Endpoint, Host, Protocol};
-pub use http::HttpPolicy;
-pub use lookup::{GrantedNames, LookupView, link as link_lookup};
+use http::HttpPolicy;
+pub use lookup::link as link_lookup;
+use lookup::{GrantedNames, LookupView};
 
 /// The `[network]` section of a manifest.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -130,7 +133,7 @@ impl Capability for NetworkGrant {
     fn check(&self, ceiling: &Ceiling, _: &Path) -> Result<()> {
         for entry in self.entries() {
             if !ceiling.network.iter().any(|allowed| allowed.covers(entry)) {
-                bail!("the operator policy allows no network grant of {entry}");
+                bail!("the ceiling allows no network grant of {entry}");
             }
         }
         Ok(())
@@ -162,9 +165,9 @@ impl Grant for ResolvedNetwork {
 
     fn prepare(&self, plugin: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()> {
         self.grant.configure_sockets(plugin, sandbox);
-        sandbox.http.set_field_size_limit(HTTP_FIELDS_BYTES);
-        sandbox.http_policy = HttpPolicy::new(plugin.clone(), self.grant.clone());
-        sandbox.names = self.names.clone();
+        let state = sandbox.state(|| NetworkState::denying(plugin));
+        state.policy = HttpPolicy::new(plugin.clone(), self.grant.clone());
+        state.names = self.names.clone();
         Ok(())
     }
 
@@ -215,6 +218,52 @@ const SOCKET_INTERFACES: [&str; 6] = [
 
 /// Bytes of the header fields one `wasi:http` fields resource may hold.
 const HTTP_FIELDS_BYTES: usize = 64 * 1024;
+
+/// The network's share of one instance: its `wasi:http` context, the policy
+/// its outgoing requests pass, and the names it may look up. An instance
+/// whose network grant was not prepared gets one that denies everything.
+struct NetworkState {
+    http: WasiHttpCtx,
+    policy: HttpPolicy,
+    names: GrantedNames,
+}
+
+impl NetworkState {
+    fn denying(plugin: &Arc<str>) -> Self {
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(HTTP_FIELDS_BYTES);
+        Self {
+            http,
+            policy: HttpPolicy::new(plugin.clone(), NetworkGrant::default()),
+            names: GrantedNames::default(),
+        }
+    }
+}
+
+impl InstanceState for NetworkState {
+    /// Header fields: plain data, whatever happens while it waits.
+    fn may_keep(&self, resource: &dyn Any) -> bool {
+        resource.is::<FieldMap>()
+    }
+}
+
+impl WasiHttpView for Sandbox {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let (table, state) = self.table_and_state(NetworkState::denying);
+        WasiHttpCtxView {
+            ctx: &mut state.http,
+            table,
+            hooks: &mut state.policy,
+        }
+    }
+}
+
+impl LookupView for Sandbox {
+    fn lookup_parts(&mut self) -> (&mut ResourceTable, &GrantedNames) {
+        let (table, state) = self.table_and_state(NetworkState::denying);
+        (table, &state.names)
+    }
+}
 
 fn is_implicit_bind(address: SocketAddr) -> bool {
     address.ip().is_unspecified() && address.port() == 0
