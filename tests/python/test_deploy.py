@@ -93,7 +93,7 @@ def test_the_image_runs_as_the_user_the_pod_requires_and_copies_what_exists():
 
 def test_the_replicas_and_haproxy_run_as_the_manifests_say(serve, registry, tmp_path):
     """resmux with the StatefulSet's arguments (its addresses on loopback,
-    the secret, the plugin manifests and the policy in files here, the
+    the secret, the plugin manifests and the ceiling in files here, the
     registry on loopback) behind haproxy with the Deployment's environment
     (the replicas' names on loopback): the signed plugin is pulled and
     verified, the probes answer where the manifest looks, and a listing
@@ -111,9 +111,9 @@ def test_the_replicas_and_haproxy_run_as_the_manifests_say(serve, registry, tmp_
         (plugins / manifest.name).write_text(text)
         reference = re.search(r'^oci = "([^"]+)"', text, re.MULTILINE).group(1)
         push(ROOT / "target/plugins" / f"{manifest.stem}.wasm", reference, tmp_path / "team.key")
-    policy = tmp_path / "policy.toml"
-    policy.write_text(
-        (DEPLOY / "kubernetes/policy.toml").read_text().replace("/etc/resmux/signers/team.pub", str(tmp_path / "team.pub"))
+    ceiling = tmp_path / "ceiling.toml"
+    ceiling.write_text(
+        (DEPLOY / "kubernetes/ceiling.toml").read_text().replace("/etc/resmux/signers/team.pub", str(tmp_path / "team.pub"))
     )
     replicas = []
     for n in range(3):
@@ -122,7 +122,7 @@ def test_the_replicas_and_haproxy_run_as_the_manifests_say(serve, registry, tmp_
             "--http": "127.0.0.1:0",
             "--metrics": metrics,
             "--cursor-secret-file": secret,
-            "--ceiling": policy,
+            "--ceiling": ceiling,
             "--cache-dir": tmp_path / f"cache-{n}",
             "--cache-key": tmp_path / f"cache-key-{n}",
         }
@@ -169,7 +169,7 @@ def test_every_flag_the_manifest_passes_is_one_resmux_serve_takes():
         assert re.search(rf"^\s+{arg.split('=', 1)[0]} ", help_text, re.MULTILINE), arg
 
 
-def test_the_plugins_come_from_the_registry_signed_by_a_key_the_policy_lists():
+def test_the_plugins_come_from_the_registry_signed_by_a_key_the_ceiling_lists():
     import tomllib
 
     pod = resmux_pod()["spec"]
@@ -185,14 +185,14 @@ def test_the_plugins_come_from_the_registry_signed_by_a_key_the_policy_lists():
     assert set(mounts) == {volume["name"] for volume in pod["volumes"]} | claims
     args = dict(arg.split("=", 1) for arg in container["args"][1:] if "=" in arg)
     assert args["--plugins"] == mounts["plugins"]
-    assert args["--ceiling"] == f"{mounts['policy']}/policy.toml"
+    assert args["--ceiling"] == f"{mounts['ceiling']}/ceiling.toml"
     # Pulled components, and the key that vouches for them, go to the
     # replica's own volume, whose group is set once, not on every mount.
     assert args["--cache-dir"].startswith(mounts["pulled"] + "/")
     assert args["--cache-key"].startswith(mounts["pulled"] + "/")
     assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
-    policy = tomllib.loads((DEPLOY / "kubernetes/policy.toml").read_text())
-    for signer in policy["signatures"]["signers"]:
+    ceiling = tomllib.loads((DEPLOY / "kubernetes/ceiling.toml").read_text())
+    for signer in ceiling["signatures"]["signers"]:
         assert signer.startswith(mounts["signers"] + "/")
         assert (DEPLOY / "kubernetes/signers" / signer.rsplit("/", 1)[1]).is_file()
     plugins = generated["resmux-plugins"]

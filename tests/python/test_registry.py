@@ -371,18 +371,18 @@ def test_a_moved_tag_is_verified_and_swapped_in_on_every_replica(balanced, regis
 
 
 
-def test_the_operator_policy_decides_who_may_sign_and_locked_mode_requires_it(serve, registry, keys, tmp_path):
+def test_the_ceiling_decides_who_may_sign_and_locked_mode_requires_it(serve, registry, keys, tmp_path):
     store = registry()
     reference = f"{store.host}/team/notes:1.0"
     push(PLUGINS / "notes.wasm", reference, keys / "team.key")
-    policy = tmp_path / "policy.toml"
-    policy.write_text('[signatures]\nsigners = ["keys/team.pub"]\n')
+    ceiling = tmp_path / "ceiling.toml"
+    ceiling.write_text('[signatures]\nsigners = ["keys/team.pub"]\n')
     plugins = folder_with_notes(tmp_path)
     (plugins / "listed.toml").write_text(f'oci = "{reference}"\n{AIR_GAPPED}')
     (plugins / "unlisted.toml").write_text(f'oci = "{reference}"\nsigned_by = "{keys / "other.pub"}"\n{AIR_GAPPED}')
     (plugins / "ownroot.toml").write_text(f'oci = "{reference}"\n{AIR_GAPPED}fulcio_roots = "mine.pem"\n')
     cache = {"RESMUX_CACHE_DIR": str(tmp_path / "cache")}
-    server = serve(plugins=plugins, args=["--policy", str(policy)], env=cache)
+    server = serve(plugins=plugins, args=["--ceiling", str(ceiling)], env=cache)
     assert logged(server, f"which the ceiling's [signatures] does not list"), "".join(server.log)
     line = next(line for line in server.log if "does not list" in line)
     assert f"signed_by names key {keys / 'other.pub'}" in line and "unlisted.toml" in line
@@ -398,7 +398,7 @@ def test_the_operator_policy_decides_who_may_sign_and_locked_mode_requires_it(se
     unlisted = resmux("pull", "--locked", str(plugins), env=cache)
     assert unlisted.returncode != 0
     assert "locked mode requires the ceiling's [signatures] to list who may sign" in unlisted.stderr
-    locked = resmux("pull", "--locked", "--policy", str(policy), str(plugins / "listed.toml"), env=cache)
+    locked = resmux("pull", "--locked", "--ceiling", str(ceiling), str(plugins / "listed.toml"), env=cache)
     assert locked.returncode == 0, locked.stderr
     assert f"signed by key {keys / 'team.pub'}" in locked.stdout
 

@@ -120,7 +120,8 @@ pub enum Command {
         /// it to --max-connections there, and bound clients at the proxy.
         #[arg(long, requires = "http")]
         max_connections_per_source: Option<NonZeroUsize>,
-        /// Append one JSON line per read to this file.
+        /// Append one JSON line per read, subscription and completion to
+        /// this file.
         #[arg(long, env = "RESMUX_AUDIT_LOG")]
         audit_log: Option<PathBuf>,
         /// Memory for answers kept within their cache hint, in MiB; 0 keeps none.
@@ -187,7 +188,7 @@ pub enum Command {
     Read {
         #[command(flatten)]
         folder: FolderArgs,
-        /// The resource's URI, e.g. `notes://welcome`.
+        /// The resource's URI, e.g. `notes://notes/welcome`.
         uri: String,
         /// Write the raw contents to this file instead of printing them.
         #[arg(long, short)]
