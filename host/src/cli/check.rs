@@ -259,8 +259,8 @@ async fn report_changes(
     limits: &AnswerLimits,
     report: &mut Report,
 ) {
-    let admit = |report| {
-        answers::admit_changes(scheme, report, limits).and_then(|admitted| {
+    let admit = |answer| {
+        answers::admit_changes(scheme, answer, limits).and_then(|admitted| {
             match admitted.refused.into_iter().next() {
                 Some(reason) => Err(reason),
                 None => Ok(admitted.value),

@@ -43,20 +43,20 @@ pub trait InstanceState: Any + Send {
 
 /// The host state of one plugin instance.
 pub struct Sandbox {
-    plugin: Arc<str>,
     wasi: WasiCtx,
-    table: ResourceTable,
-    states: Vec<Box<dyn InstanceState>>,
-    limiter: StoreLimiter,
-    stdout: PluginOutput,
-    stderr: PluginOutput,
-    streams: LiveStreams,
+    parts: Parts,
 }
 
 /// A sandbox being built: each grant adds its share.
 pub struct SandboxBuilder {
-    plugin: Arc<str>,
     pub wasi: WasiCtxBuilder,
+    parts: Parts,
+}
+
+/// What a sandbox holds besides its WASI context, the same while it is
+/// built and once it runs.
+struct Parts {
+    plugin: Arc<str>,
     table: ResourceTable,
     states: Vec<Box<dyn InstanceState>>,
     limiter: StoreLimiter,
@@ -84,33 +84,29 @@ impl SandboxBuilder {
         let mut table = ResourceTable::new();
         table.set_max_capacity(limits.max_handles as usize);
         Self {
-            plugin,
             wasi,
-            table,
-            states: Vec::new(),
-            limiter: limits.limiter(),
-            stdout,
-            stderr,
-            streams,
+            parts: Parts {
+                plugin,
+                table,
+                states: Vec::new(),
+                limiter: limits.limiter(),
+                stdout,
+                stderr,
+                streams,
+            },
         }
     }
 
     /// The state of type `T` a capability keeps for this instance, made by
     /// `first` if it has none yet.
     pub fn state<T: InstanceState>(&mut self, first: impl FnOnce() -> T) -> &mut T {
-        find_or_add(&mut self.states, first)
+        find_or_add(&mut self.parts.states, first)
     }
 
     pub fn build(mut self) -> Sandbox {
         Sandbox {
-            plugin: self.plugin,
             wasi: self.wasi.build(),
-            table: self.table,
-            states: self.states,
-            limiter: self.limiter,
-            stdout: self.stdout,
-            stderr: self.stderr,
-            streams: self.streams,
+            parts: self.parts,
         }
     }
 }
@@ -138,12 +134,12 @@ fn find_or_add<T: InstanceState>(
 impl Sandbox {
     /// The limiter that counts the instance's memory, tables and CPU.
     pub fn limiter(&mut self) -> &mut StoreLimiter {
-        &mut self.limiter
+        &mut self.parts.limiter
     }
 
     /// The limiter, to read which limit stopped a call.
     pub fn limits_reached(&self) -> &StoreLimiter {
-        &self.limiter
+        &self.parts.limiter
     }
 
     /// The resource table, with the state of type `T` a capability keeps
@@ -153,23 +149,27 @@ impl Sandbox {
         &mut self,
         first: impl FnOnce(&Arc<str>) -> T,
     ) -> (&mut ResourceTable, &mut T) {
-        let plugin = &self.plugin;
-        let state = find_or_add(&mut self.states, || first(plugin));
-        (&mut self.table, state)
+        let Parts {
+            plugin,
+            table,
+            states,
+            ..
+        } = &mut self.parts;
+        (table, find_or_add(states, || first(plugin)))
     }
 
     /// The last line the call wrote to stderr, to name in a fault.
     pub fn last_stderr_line(&self) -> Option<String> {
-        self.stderr.last_line()
+        self.parts.stderr.last_line()
     }
 
     /// Ends a call that answered, so the next call on the instance starts
     /// with whole CPU and output budgets; returns the CPU time it was
     /// charged.
     pub fn end_call(&mut self) -> std::time::Duration {
-        self.stdout.end_call();
-        self.stderr.end_call();
-        self.limiter.end_call()
+        self.parts.stdout.end_call();
+        self.parts.stderr.end_call();
+        self.parts.limiter.end_call()
     }
 
     /// How many host resources the instance holds between two calls, or
@@ -178,19 +178,25 @@ impl Sandbox {
     pub fn resources_between_calls(&mut self) -> Option<usize> {
         let mut count = 0;
         let mut streams = 0;
-        for resource in self.table.iter_mut() {
+        let Parts {
+            table,
+            states,
+            streams: live,
+            ..
+        } = &mut self.parts;
+        for resource in table.iter_mut() {
             count += 1;
             if resource.is::<DynInputStream>() || resource.is::<DynOutputStream>() {
                 streams += 1;
             } else if !resource.is::<DynPollable>() {
                 let resource: &dyn Any = resource;
-                if !self.states.iter().any(|state| state.may_keep(resource)) {
+                if !states.iter().any(|state| state.may_keep(resource)) {
                     return None;
                 }
             }
         }
         // Every stream is a standard one: none reads or writes a file.
-        (streams == self.streams.count()).then_some(count)
+        (streams == live.count()).then_some(count)
     }
 }
 
@@ -198,7 +204,7 @@ impl WasiView for Sandbox {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
             ctx: &mut self.wasi,
-            table: &mut self.table,
+            table: &mut self.parts.table,
         }
     }
 }

@@ -38,7 +38,7 @@ use crate::contract::{
     AnswerLimits, Body, CacheHint, Completion, CompletionRequest, Metadata, Provider,
     ProviderError, ResourceEntry, TemplateEntry,
 };
-pub use answers::{Admitted, DEFAULT_CACHE, Listable, MAX_COMPLETION_VALUES};
+pub use answers::{Admitted, DEFAULT_CACHE, Listable};
 use arrivals::{Arrivals, Waited};
 use changes::Subscriptions;
 use cursor::{CursorSeal, Listing, Position};
@@ -776,7 +776,7 @@ fn next_scheme(
 
 /// What a completion completes: a template, parsed once, and one of its
 /// arguments. Made only by [`check_completion`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Completing {
     template: UriTemplate,
     argument: String,
@@ -785,10 +785,6 @@ pub struct Completing {
 impl Completing {
     pub fn template(&self) -> &UriTemplate {
         &self.template
-    }
-
-    pub fn argument(&self) -> &str {
-        &self.argument
     }
 }
 

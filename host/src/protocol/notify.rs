@@ -257,6 +257,6 @@ fn list_changed() -> ServerNotification {
 
 fn updated(uri: Uri) -> ServerNotification {
     ServerNotification::ResourceUpdatedNotification(ResourceUpdatedNotification::new(
-        ResourceUpdatedNotificationParam::new(uri.as_str()),
+        ResourceUpdatedNotificationParam::new(uri.into_string()),
     ))
 }

@@ -165,9 +165,7 @@ impl Grant for ResolvedNetwork {
 
     fn prepare(&self, plugin: &Arc<str>, sandbox: &mut SandboxBuilder) -> Result<()> {
         self.grant.configure_sockets(plugin, sandbox);
-        let state = sandbox.state(|| NetworkState::denying(plugin));
-        state.policy = HttpPolicy::new(plugin.clone(), self.grant.clone());
-        state.names = self.names.clone();
+        sandbox.state(|| NetworkState::new(plugin, self.grant.clone(), self.names.clone()));
         Ok(())
     }
 
@@ -229,14 +227,18 @@ struct NetworkState {
 }
 
 impl NetworkState {
-    fn denying(plugin: &Arc<str>) -> Self {
+    fn new(plugin: &Arc<str>, grant: NetworkGrant, names: GrantedNames) -> Self {
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(HTTP_FIELDS_BYTES);
         Self {
             http,
-            policy: HttpPolicy::new(plugin.clone(), NetworkGrant::default()),
-            names: GrantedNames::default(),
+            policy: HttpPolicy::new(plugin.clone(), grant),
+            names,
         }
+    }
+
+    fn denying(plugin: &Arc<str>) -> Self {
+        Self::new(plugin, NetworkGrant::default(), GrantedNames::default())
     }
 }
 
