@@ -15,17 +15,22 @@
 //! - [`grants`]: what one plugin is granted and the limits it runs under, and
 //!   the ceiling on what any plugin may be granted;
 //! - [`contract`]: the provider trait and data, shared by namespace and runtime;
-//! - [`toml_file`]: reading the operator's TOML files, for every layer that has one;
+//! - [`operator_file`]: reading the operator's files, bounded, for every layer
+//!   that has one;
+//! - `fuzzing`: what the fuzz targets in `fuzz/` reach that is otherwise
+//!   private;
 //! - [`telemetry`]: metrics, traces and logs, which every layer records into.
 
 pub mod access;
 pub mod catalog;
 pub mod contract;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod grants;
 pub mod namespace;
+pub mod operator_file;
 pub mod owner_file;
 pub mod protocol;
 pub mod runtime;
 pub mod telemetry;
-pub mod toml_file;
 pub mod transport;

@@ -8,6 +8,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
+use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
 
@@ -30,9 +31,29 @@ pub fn replace(dir: &cap_std::fs::Dir, name: &str, parts: &[&[u8]]) -> io::Resul
         rand::random::<u64>()
     );
     let mut file = create(dir, temporary.as_str())?;
-    for part in parts {
-        file.write_all(part)?;
-    }
+    let written = parts.iter().try_for_each(|part| file.write_all(part));
     drop(file);
-    dir.rename(&temporary, dir, name)
+    let placed = written.and_then(|()| dir.rename(&temporary, dir, name));
+    if placed.is_err() {
+        // A full disk leaves no part of the file behind.
+        let _ = dir.remove_file(&temporary);
+    }
+    placed
+}
+
+/// Whether `name` is a file [`replace`] was writing when its process died:
+/// its temporary name, with the process id of a process that is gone.
+pub fn left_by_the_dead(name: &str) -> bool {
+    let Some(inner) = name
+        .strip_prefix('.')
+        .and_then(|name| name.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let mut parts = inner.rsplitn(3, '.');
+    let (Some(_random), Some(pid), Some(_name)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    pid.parse::<u32>()
+        .is_ok_and(|pid| pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists())
 }

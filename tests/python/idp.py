@@ -181,6 +181,16 @@ def assert_refused(server, token, status, www_authenticate, reason):
         assert logged(server, f"refused a request: {reason}", 30), "".join(server.log)
 
 
+def assert_unavailable(server, token, reason, retry_after=1):
+    """`initialize` with `token` gets 503 and `Retry-After`, without a
+    challenge (the token may yet be good: the issuer could not be asked),
+    and resmux logs `reason`."""
+    code, headers, body = initialize(server.url, token)
+    assert (code, headers["Retry-After"], headers["WWW-Authenticate"]) == (503, str(retry_after), None), body
+    assert body == f"the bearer token cannot be checked now: {reason}"
+    assert logged(server, f"refused a request: {reason}", 30), "".join(server.log)
+
+
 def encoded(value):
     """`value` as JSON in base64url without padding: a part of a JWT."""
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")

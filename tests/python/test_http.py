@@ -3,12 +3,19 @@ SDK in both eras, plus the checks of the wire: `Host` and `Origin` against DNS
 rebinding, and a graceful stop on SIGTERM."""
 
 import asyncio
+import json
+import os
+import shutil
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import all_resource_uris, post_initialize
+from conftest import INITIALIZE, PLUGINS, ROOT, THROUGH_RMCP, all_resource_uris, post, post_initialize
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -40,4 +47,58 @@ def test_foreign_host_and_origin_are_refused(server):
 
 def test_sigterm_stops_gracefully(server):
     assert server.stop() == 0
+    assert any("stopping: finishing requests in flight" in line for line in server.log), server.log
+
+
+def threads_in_open(pid):
+    """How many of the process's threads wait to open a FIFO for a writer."""
+    waiting = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            waiting += (task / "wchan").read_text() == "wait_for_partner"
+        except OSError:
+            pass
+    return waiting
+
+
+def test_sigterm_under_load_answers_every_request_in_flight_and_exits(serve, tmp_path):
+    """Reads in flight on a session, through rmcp and beside it, two of
+    them stuck in a plugin opening a FIFO nobody writes: SIGTERM lets each
+    finish with its whole answer (the stuck ones with their time limit's
+    error) before the sessions end, and the server exits by itself."""
+    plugins = tmp_path / "plugins"
+    (plugins / "data").mkdir(parents=True)
+    os.mkfifo(plugins / "data" / "pipe")
+    shutil.copy(ROOT / "target/test-plugins/liar.wasm", plugins / "liar.wasm")
+    shutil.copy(PLUGINS / "notes.wasm", plugins / "notes.wasm")
+    (plugins / "liar.toml").write_text('[[files]]\nhost = "data"\nguest = "/data"\n[limits]\ntimeout_ms = 2000\n')
+    server = serve(plugins=plugins)
+    _, headers, _ = post(server.url, INITIALIZE, {})
+    session = {"Mcp-Session-Id": headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+    assert post(server.url, initialized, session)[0] == 202
+
+    def read(uri, request_id, through_rmcp):
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "resources/read", "params": {"uri": uri}})
+        try:
+            return post(server.url, body.encode(), {**session, **(THROUGH_RMCP if through_rmcp else {})})
+        except OSError as refused:
+            # Sent once the listener had closed.
+            return None, None, str(refused)
+
+    with ThreadPoolExecutor(8) as pool:
+        stuck = [pool.submit(read, "liar://open//data/pipe", index, index == 0) for index in range(2)]
+        deadline = time.monotonic() + 30
+        while threads_in_open(server.process.pid) < 2:
+            assert time.monotonic() < deadline, "the stuck reads never reached the plugin"
+            time.sleep(0.01)
+        reads = [pool.submit(read, "notes://notes/welcome", 10 + index, index % 2 == 0) for index in range(6)]
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(30) == 0
+        answers = [future.result() for future in stuck + reads]
+    for status, _, body in answers[:2]:
+        assert status == 200 and "plugin liar exceeded its time limit of 2000 ms in read" in body, body
+    for status, _, body in answers[2:]:
+        # Sent as the stop began: answered whole, or not let in.
+        assert status == 200 and "# Welcome" in body or status is None and "refused" in body, (status, body)
     assert any("stopping: finishing requests in flight" in line for line in server.log), server.log

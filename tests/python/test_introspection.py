@@ -19,6 +19,7 @@ from idp import (
     NODE,
     Provider,
     assert_refused,
+    assert_unavailable,
     challenge,
     free_port,
     initialize,
@@ -99,7 +100,7 @@ def test_an_answer_is_kept_so_a_vouched_token_outlives_an_outage_and_a_new_one_d
     opaque.provider.stop()
     assert initialize(opaque.url, known)[0] == 200
     reason = "the issuer could not be asked about the token"
-    assert_refused(opaque, fresh, 401, invalid(opaque, reason), reason)
+    assert_unavailable(opaque, fresh, reason)
 
 
 def test_an_issuer_that_never_answers_is_given_up_on_at_the_deadline(serve, tmp_path, unanswering):
@@ -117,6 +118,6 @@ def test_an_issuer_that_never_answers_is_given_up_on_at_the_deadline(serve, tmp_
     )
     reason = f"the issuer did not answer within {ISSUER_DEADLINE} s"
     asked = time.monotonic()
-    assert_refused(server, "made-up-opaque-token-0123456789abcdef", 401, invalid(server, reason), reason)
+    assert_unavailable(server, "made-up-opaque-token-0123456789abcdef", reason)
     waited = time.monotonic() - asked
     assert waited < ISSUER_DEADLINE + 5, f"refused {waited:.1f} s after asking"

@@ -207,6 +207,17 @@ pub fn resmux(args: &[&str]) -> std::process::Output {
         .expect("resmux runs")
 }
 
+/// The sha256 pin of `component`, as `resmux inspect` prints it.
+pub fn digest_of(component: &Path) -> String {
+    let report = resmux(&["inspect", component.to_str().unwrap()]);
+    String::from_utf8(report.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("sha256     "))
+        .expect("inspect prints the digest")
+        .to_owned()
+}
+
 /// `resmux` with the tests' compile cache, logging at `info`, killed with
 /// the test.
 fn resmux_command() -> Command {
@@ -283,7 +294,8 @@ pub struct RawServer {
     log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
     /// The stderr pipe nobody reads, for a server whose log reader stalls.
     _stalled: Option<ChildStderr>,
-    stdin: ChildStdin,
+    /// None once closed.
+    stdin: Option<ChildStdin>,
     stdout: Lines<BufReader<ChildStdout>>,
     next_id: u64,
     /// Notifications received while waiting for responses.
@@ -350,7 +362,7 @@ impl RawServer {
             stderr,
             log,
             _stalled: stalled,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             next_id: 1,
             notifications: Vec::new(),
@@ -401,9 +413,10 @@ impl RawServer {
 
     /// Writes one line as is.
     pub async fn send_line(&mut self, line: &str) -> Result<()> {
-        self.stdin.write_all(line.as_bytes()).await?;
-        self.stdin.write_all(b"\n").await?;
-        self.stdin.flush().await?;
+        let stdin = self.stdin.as_mut().context("stdin is closed")?;
+        stdin.write_all(line.as_bytes()).await?;
+        stdin.write_all(b"\n").await?;
+        stdin.flush().await?;
         Ok(())
     }
 
@@ -572,10 +585,26 @@ impl RawServer {
     /// Closes stdin, waits for the server to exit, and returns the messages
     /// it wrote on stdout meanwhile, and its stderr.
     pub async fn finish(mut self) -> Result<(Vec<Value>, String)> {
-        drop(self.stdin);
+        drop(self.stdin.take());
+        self.exit("after stdin closed").await
+    }
+
+    /// Sends SIGTERM with stdin still open, waits for the server to exit,
+    /// and returns the messages it wrote on stdout meanwhile, and its stderr.
+    pub async fn terminate(self) -> Result<(Vec<Value>, String)> {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()?;
+        if !sent.success() {
+            bail!("cannot send SIGTERM to the server");
+        }
+        self.exit("after SIGTERM").await
+    }
+
+    async fn exit(mut self, when: &str) -> Result<(Vec<Value>, String)> {
         let status = tokio::time::timeout(EXCHANGE_TIMEOUT, self.child.wait())
             .await
-            .context("the server did not exit after stdin closed")??;
+            .with_context(|| format!("the server did not exit {when}"))??;
         let mut last = Vec::new();
         while let Some(line) = self.stdout.next_line().await? {
             if line.trim().is_empty() {

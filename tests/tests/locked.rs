@@ -1,17 +1,7 @@
 //! Locked-down deployments: digest pins, `--locked`, and the ceiling
 //! that caps what any manifest may grant.
 
-use resmux_tests::{Folder, resmux};
-
-fn digest_of(component: &std::path::Path) -> String {
-    let report = resmux(&["inspect", component.to_str().unwrap()]);
-    String::from_utf8(report.stdout)
-        .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("sha256     "))
-        .expect("inspect prints the digest")
-        .to_owned()
-}
+use resmux_tests::{Folder, digest_of, resmux};
 
 fn listing(args: &[&str]) -> (bool, String, String) {
     let output = resmux(args);

@@ -5,8 +5,9 @@
 //! policies, how it ended, how many bytes went out.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::Path;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result};
@@ -41,25 +42,44 @@ pub struct Record<'a> {
     pub bytes: u64,
 }
 
-/// An append-only JSON-lines file.
+/// An append-only JSON-lines file. A write that fails is counted
+/// (`resmux_audit_write_failures`) and logged when the failures begin and
+/// when they end; a log that is required (in locked mode) also fails the
+/// request, which is then refused rather than served unaudited. A file
+/// moved or removed (rotated) is opened anew at its path, and a line cut
+/// short by a failed write is ended before the next one.
 pub struct AuditLog {
-    file: Mutex<File>,
+    path: PathBuf,
+    required: bool,
+    writer: Mutex<Writer>,
+}
+
+struct Writer {
+    file: File,
+    /// The last write failed part way: the next line starts a line of its own.
+    torn: bool,
+    /// Writes are failing; logged once until one succeeds.
+    failing: bool,
 }
 
 impl AuditLog {
-    pub fn open(path: &Path) -> Result<Self> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("cannot open audit log {}", path.display()))?;
+    /// The audit log at `path`; with `required`, a request whose line
+    /// cannot be written is refused.
+    pub fn open(path: &Path, required: bool) -> Result<Self> {
         Ok(Self {
-            file: Mutex::new(file),
+            path: path.to_owned(),
+            required,
+            writer: Mutex::new(Writer {
+                file: open(path)?,
+                torn: false,
+                failing: false,
+            }),
         })
     }
 
-    /// Appends one line. A write that fails is logged, never fatal to the read.
-    pub fn record(&self, record: &Record<'_>) {
+    /// Appends one line. Fails only when the log is required and the line
+    /// could not be written, with the reason the request is refused.
+    pub fn record(&self, record: &Record<'_>) -> Result<(), String> {
         #[derive(Serialize)]
         struct Line<'a> {
             time: String,
@@ -72,13 +92,66 @@ impl AuditLog {
         };
         let mut text = serde_json::to_string(&line).expect("an audit line serialises");
         text.push('\n');
-        let mut file = self
-            .file
+        let mut writer = self
+            .writer
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        if let Err(error) = file.write_all(text.as_bytes()) {
-            crate::telemetry::metrics().audit_write_failures.inc();
-            tracing::error!("cannot write the audit log: {error}");
+        match writer.append(&self.path, text.as_bytes()) {
+            Ok(()) => {
+                if std::mem::take(&mut writer.failing) {
+                    tracing::warn!("the audit log {} is written again", self.path.display());
+                }
+                Ok(())
+            }
+            Err(error) => {
+                crate::telemetry::metrics().audit_write_failures.inc();
+                if !std::mem::replace(&mut writer.failing, true) {
+                    tracing::error!(
+                        "cannot write the audit log {}: {error}; {}",
+                        self.path.display(),
+                        match self.required {
+                            true => "requests are refused until it can be written (locked mode)",
+                            false => "requests are served unaudited until it can be written",
+                        }
+                    );
+                }
+                match self.required {
+                    true => Err(format!(
+                        "refused: the audit log cannot be written, and locked mode serves nothing unaudited: {error}"
+                    )),
+                    false => Ok(()),
+                }
+            }
         }
     }
+}
+
+impl Writer {
+    fn append(&mut self, path: &Path, line: &[u8]) -> io::Result<()> {
+        if moved(path, &self.file) {
+            self.file = open(path).map_err(io::Error::other)?;
+            self.torn = false;
+        }
+        if self.torn {
+            self.file.write_all(b"\n")?;
+            self.torn = false;
+        }
+        self.file.write_all(line).inspect_err(|_| self.torn = true)
+    }
+}
+
+fn open(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open audit log {}", path.display()))
+}
+
+/// Whether `path` no longer names `file`: it was moved or removed.
+fn moved(path: &Path, file: &File) -> bool {
+    let (Ok(named), Ok(open)) = (std::fs::metadata(path), file.metadata()) else {
+        return true;
+    };
+    (named.dev(), named.ino()) != (open.dev(), open.ino())
 }

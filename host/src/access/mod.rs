@@ -277,8 +277,7 @@ impl TokenSource {
                 .with_context(|| format!("the variable {variable} is not set")),
             Self::FromFile(file) => {
                 let file = base.join(file);
-                Ok(std::fs::read_to_string(&file)
-                    .with_context(|| format!("cannot read {}", file.display()))?
+                Ok(crate::operator_file::read_text(&file, "secret file")?
                     .trim_end_matches(['\n', '\r'])
                     .to_owned())
             }
@@ -323,7 +322,7 @@ impl AccessList {
     /// Tokens are hashed at once; the plain tokens are not kept. Rate limits
     /// are taken from `shared`, when replicas share one.
     pub fn read(path: &Path, shared: Option<&Arc<SharedLimits>>) -> Result<Self> {
-        let file: TokensFile = crate::toml_file::read(path, "tokens file")?;
+        let file: TokensFile = crate::operator_file::read_toml(path, "tokens file")?;
         let base = path.parent().unwrap_or(Path::new("."));
         let mut clients: Vec<ListedClient> = Vec::new();
         for (name, entry) in file.clients {

@@ -2,7 +2,9 @@
 //!
 //! The folder is watched for changes, never for reads: opening or reading a
 //! file in it (as reading the folder does) is no change, so an idle server
-//! leaves it alone. A burst of changes is acted on once the folder has been
+//! leaves it alone. Its path is watched too ([`FolderWatch`]): a folder
+//! removed keeps its plugins serving, and a folder put back, or another
+//! put in its place, is read and watched from then on. A burst of changes is acted on once the folder has been
 //! quiet for [`DEBOUNCE`]; then the folder is read again: a new plugin is
 //! mounted, a plugin whose component or manifest bytes changed is loaded
 //! anew and put in place of the old one (calls in flight finish on the old
@@ -29,10 +31,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use anyhow::{Context, Result};
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use anyhow::Result;
 use tokio::sync::Notify;
 
+use super::folder_watch::FolderWatch;
 use super::grant_watch::GrantWatch;
 use super::registry::{Remote, current_digest};
 use super::{Entry, Fingerprint, Loaded, Rules, Source, load, scan};
@@ -60,6 +62,8 @@ struct Serving {
 /// The folder, its rules, and what it serves.
 struct LiveFolder {
     folder: PathBuf,
+    /// The folder's watch, moved to whatever its path names after a change.
+    watch: FolderWatch,
     runtime: Runtime,
     rules: Rules,
     namespace: Arc<Namespace>,
@@ -77,11 +81,8 @@ pub fn spawn(
     loaded: &[Loaded],
 ) -> Result<()> {
     let changed = Arc::new(Notify::new());
-    let mut folder_watch = watcher(changed.clone())?;
-    folder_watch
-        .watch(folder, RecursiveMode::NonRecursive)
-        .with_context(|| format!("cannot watch plugin folder {}", folder.display()))?;
     let mut live = LiveFolder {
+        watch: FolderWatch::start(folder, changed.clone())?,
         folder: folder.to_owned(),
         runtime,
         rules,
@@ -90,7 +91,6 @@ pub fn spawn(
         grants: GrantWatch::start()?,
     };
     tokio::spawn(async move {
-        let _folder_watch = folder_watch;
         live.watch_grants().await;
         loop {
             tokio::select! {
@@ -109,29 +109,6 @@ pub fn spawn(
         }
     });
     Ok(())
-}
-
-/// Watches the folder, notifying `changed` of every change in it, but not
-/// of reads: opening, reading and closing a file change nothing (and
-/// reading the folder again would otherwise make the next change).
-fn watcher(changed: Arc<Notify>) -> Result<RecommendedWatcher> {
-    notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-        Ok(event) if !is_change(&event) => {}
-        Ok(_) => changed.notify_one(),
-        Err(error) => {
-            // Something may have been missed: read the folder again.
-            tracing::warn!("watching the plugin folder: {error}");
-            changed.notify_one();
-        }
-    })
-    .context("cannot start watching files")
-}
-
-/// Whether `event` may mean the folder holds something else now: anything
-/// but an access (an open, a read, a close), including an event the backend
-/// cannot name, such as a lost queue.
-pub fn is_change(event: &notify::Event) -> bool {
-    !matches!(event.kind, EventKind::Access(_))
 }
 
 /// Returns once no change has come for [`DEBOUNCE`], or after
@@ -266,6 +243,7 @@ impl LiveFolder {
             Polling::Due => self.take_due(),
             Polling::No => BTreeSet::new(),
         };
+        self.watch.rearm();
         let (entries, failures) = match scan(&self.folder) {
             Ok(scanned) => scanned,
             Err(error) => {
@@ -373,40 +351,6 @@ impl LiveFolder {
         for scheme in self.serving.keys() {
             self.namespace
                 .watching_grants(scheme, watched.contains(scheme));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use notify::Event;
-    use notify::event::{
-        AccessKind, AccessMode, CreateKind, DataChange, MetadataKind, ModifyKind, RemoveKind,
-        RenameMode,
-    };
-
-    use super::*;
-
-    #[test]
-    fn reads_are_no_change_and_everything_else_is() {
-        for read in [
-            AccessKind::Open(AccessMode::Any),
-            AccessKind::Read,
-            AccessKind::Close(AccessMode::Read),
-            AccessKind::Close(AccessMode::Write),
-        ] {
-            assert!(!is_change(&Event::new(EventKind::Access(read))), "{read:?}");
-        }
-        for change in [
-            EventKind::Create(CreateKind::File),
-            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
-            EventKind::Modify(ModifyKind::Metadata(MetadataKind::Any)),
-            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
-            EventKind::Remove(RemoveKind::File),
-            EventKind::Other,
-            EventKind::Any,
-        ] {
-            assert!(is_change(&Event::new(change)), "{change:?}");
         }
     }
 }

@@ -84,7 +84,7 @@ impl Default for ChangeSettings {
 impl Manifest {
     /// Reads and parses a manifest file.
     pub fn read(path: &Path) -> Result<Self> {
-        crate::toml_file::read(path, "manifest")
+        crate::operator_file::read_toml(path, "manifest")
     }
 
     /// The configuration as strings, as the contract hands it to plugins.

@@ -11,6 +11,7 @@
 //! [`startup`] brings the folder in while resmux already serves; from then
 //! on, [`live`] keeps the namespace in step with the folder.
 
+pub mod folder_watch;
 mod grant_watch;
 pub mod live;
 pub mod manifest;

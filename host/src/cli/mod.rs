@@ -31,7 +31,7 @@ use resmux::namespace::{Namespace, changes};
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use resmux::telemetry::logs::LogFormat;
-use resmux::transport::{self, ConnectionLimits, HttpOptions};
+use resmux::transport::{self, ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions};
 
 /// Entries of one listing page, unless --page-size says otherwise.
 const DEFAULT_PAGE_SIZE: u32 = 100;
@@ -120,6 +120,10 @@ pub enum Command {
         /// it to --max-connections there, and bound clients at the proxy.
         #[arg(long, requires = "http")]
         max_connections_per_source: Option<NonZeroUsize>,
+        /// Seconds an HTTP session may go unused (no request, no open
+        /// stream) before it ends, its subscriptions with it.
+        #[arg(long, default_value_t = DEFAULT_SESSION_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
+        session_idle_seconds: u64,
         /// Append one JSON line per read, subscription and completion to
         /// this file.
         #[arg(long, env = "RESMUX_AUDIT_LOG")]
@@ -494,6 +498,7 @@ pub async fn run(command: Command) -> Result<()> {
             access_policy,
             max_connections,
             max_connections_per_source,
+            session_idle_seconds,
             audit_log,
             response_cache_mib,
             metrics,
@@ -536,11 +541,11 @@ pub async fn run(command: Command) -> Result<()> {
                     max_connections,
                     max_connections_per_source.map(NonZeroUsize::get),
                 ),
+                session_idle: Duration::from_secs(session_idle_seconds),
             });
-            let audit = audit_log.as_deref().map(AuditLog::open).transpose()?;
             let options = ServeOptions {
                 tool_bridge: !no_tools,
-                audit,
+                audit_log,
                 response_cache_bytes: response_cache_mib.saturating_mul(1024 * 1024),
                 metrics,
                 metrics_token,
@@ -669,9 +674,7 @@ fn admission(
 fn cursor_seal(file: Option<&Path>, text: Option<&str>, rotation: Duration) -> Result<CursorSeal> {
     match (file, text) {
         (Some(file), _) => {
-            let text = std::fs::read_to_string(file).with_context(|| {
-                format!("cannot read the cursor secret file {}", file.display())
-            })?;
+            let text = resmux::operator_file::read_text(file, "the cursor secret file")?;
             CursorSeal::shared(&text, rotation)
                 .map_err(|error| anyhow::anyhow!("cursor secret file {}: {error}", file.display()))
         }
@@ -711,7 +714,8 @@ fn warn_if_empty(plugins: &Path, loading: &Loading) {
 /// What `serve` adds around the namespace.
 struct ServeOptions {
     tool_bridge: bool,
-    audit: Option<AuditLog>,
+    /// Where the audit log is written, if anywhere.
+    audit_log: Option<PathBuf>,
     response_cache_bytes: u64,
     metrics: Option<std::net::SocketAddr>,
     /// The bearer token scrapes of `/metrics` must carry.
@@ -734,6 +738,12 @@ async fn serve(
         transport::serve_metrics(address, options.metrics_token.as_deref()).await?;
     }
     let rules = folder.rules.rules()?;
+    // In locked mode nothing is served unaudited.
+    let audit = options
+        .audit_log
+        .as_deref()
+        .map(|path| AuditLog::open(path, rules.locked))
+        .transpose()?;
     let namespace =
         Arc::new(Namespace::new(folder.page_size as usize).with_cursor_seal(options.cursor_seal));
     let arriving = if rules.locked {
@@ -750,7 +760,7 @@ async fn serve(
         namespace,
         protocol::Options {
             tool_bridge: options.tool_bridge,
-            audit: options.audit,
+            audit,
             cache,
         },
     );

@@ -57,7 +57,7 @@ impl Ceiling {
     /// Reads a ceiling file; its relative paths are taken from its folder, and
     /// every path it names must exist.
     pub fn read(path: &Path) -> Result<Self> {
-        let ceiling: Self = crate::toml_file::read(path, "ceiling")?;
+        let ceiling: Self = crate::operator_file::read_toml(path, "ceiling")?;
         let base = path.parent().unwrap_or(Path::new("."));
         let canonical = |paths: Vec<PathBuf>| -> Result<Vec<PathBuf>> {
             paths

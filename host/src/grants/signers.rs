@@ -295,8 +295,7 @@ fn read_pem(path: Option<&Path>, base: &Path, label: &str) -> Result<Vec<Vec<u8>
         return Ok(Vec::new());
     };
     let path = base.join(path);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::operator_file::read_text(&path, "the PEM file")?;
     let blocks = pem_blocks(&text, label)
         .with_context(|| format!("{} holds a damaged {label}", path.display()))?;
     if blocks.is_empty() {
@@ -327,8 +326,7 @@ fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>> {
 
 /// The DER bytes of the PEM public key in the file at `path`.
 fn key_der(path: &Path) -> Result<Vec<u8>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read public key {}", path.display()))?;
+    let text = crate::operator_file::read_text(path, "public key")?;
     if text.contains("PRIVATE KEY-----") {
         bail!(
             "{} is a private key; name its public half (the .pub file) instead",

@@ -146,6 +146,7 @@ pub fn admit_read(
             let content_uri = Uri::in_scheme(scheme, &content.path)
                 .map_err(|reason| format!("content path {:?} {reason}", content.path))?;
             if let Some(mime) = &content.mime_type {
+                validate::length("MIME type", mime, max_string)?;
                 validate::mime_type(mime)?;
             }
             promises.check(

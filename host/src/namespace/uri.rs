@@ -259,6 +259,14 @@ impl Schemed {
     }
 }
 
+/// Checks that `text` holds only what RFC 3986 allows in a URI: its
+/// characters, valid escapes, and at most one `#`, before its fragment.
+pub fn check_characters(text: &str) -> Result<(), SyntaxError> {
+    let (before, fragment) = text.split_once('#').unwrap_or((text, ""));
+    check_literal(before)?;
+    check_literal(fragment)
+}
+
 /// Checks a scheme-relative path: RFC 3986 characters only, valid escapes, no
 /// fragment and no scheme of its own.
 fn check_path(path: &str) -> Result<(), SyntaxError> {

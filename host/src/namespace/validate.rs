@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use super::uri;
 use crate::contract::{Annotations, Icon, Metadata};
 
 /// A JSON object, as MCP `_meta` carries.
@@ -62,6 +63,12 @@ pub fn metadata(metadata: &mut Metadata, max_string: u32) -> Result<Option<JsonO
     }
     for icon in &metadata.icons {
         length("icon source", &icon.src, max_string)?;
+        if let Some(mime) = &icon.mime_type {
+            length("icon MIME type", mime, max_string)?;
+        }
+        for size in &icon.sizes {
+            length("icon size", size, max_string)?;
+        }
     }
     if let Some(mime) = &metadata.mime_type {
         mime_type(mime)?;
@@ -92,7 +99,8 @@ fn icon(icon: &Icon) -> Result<(), String> {
     let scheme_ok = ["https:", "http:", "data:"]
         .iter()
         .any(|scheme| icon.src.starts_with(scheme));
-    if !scheme_ok || icon.src.chars().any(char::is_whitespace) {
+    // The schema's `uri` format: RFC 3986 characters only (found by fuzzing).
+    if !scheme_ok || uri::check_characters(&icon.src).is_err() {
         return Err(format!(
             "icon source {:?} is not an http(s) or data URI",
             icon.src

@@ -88,12 +88,6 @@ struct ReadKey {
     owner: Owner,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-struct PageKey {
-    cursor: Option<String>,
-    owner: Owner,
-}
-
 struct UntilStale;
 
 impl<K, T> Expiry<K, Cached<T>> for UntilStale {
@@ -109,8 +103,8 @@ pub struct ResponseCache {
     templates: Pages<Template>,
 }
 
-/// The kept pages of one listing.
-pub(super) struct Pages<T>(Cache<PageKey, Cached<Listed<T>>>);
+/// The kept first pages of one listing, one per owner.
+pub(super) struct Pages<T>(Cache<Owner, Cached<Listed<T>>>);
 
 /// A listing whose pages the cache keeps: resources or templates.
 pub(super) trait Paged: Clone + Send + Sync + 'static {
@@ -188,22 +182,11 @@ impl ResponseCache {
         }
     }
 
-    /// A kept page of listing `T` at `cursor` that `client` may have within
+    /// A kept first page of listing `T` that `client` may have within
     /// `scope`, with the ttl it has left.
-    pub(super) fn page<T: Paged>(
-        &self,
-        cursor: Option<&str>,
-        client: &Arc<str>,
-        scope: &Scope,
-    ) -> Option<Listed<T>> {
-        let cursor = cursor.map(str::to_owned);
+    pub(super) fn page<T: Paged>(&self, client: &Arc<str>, scope: &Scope) -> Option<Listed<T>> {
         let (private, public) = page_owners(client, scope);
-        let find = |owner| {
-            T::pages(self).0.get(&PageKey {
-                cursor: cursor.clone(),
-                owner,
-            })
-        };
+        let find = |owner| T::pages(self).0.get(&owner);
         let kept = match public == private {
             true => find(private),
             false => find(private).or_else(|| find(public)),
@@ -212,22 +195,13 @@ impl ResponseCache {
         count_lookup("page", kept)
     }
 
-    pub(super) fn keep_page<T: Paged>(
-        &self,
-        cursor: Option<&str>,
-        client: &Arc<str>,
-        scope: &Scope,
-        page: &Listed<T>,
-    ) {
+    /// Keeps `page`, the first of listing `T` for `client` within `scope`.
+    pub(super) fn keep_page<T: Paged>(&self, client: &Arc<str>, scope: &Scope, page: &Listed<T>) {
         // A rough size: listings are small next to reads.
         let bytes = (page.items.len() as u64).saturating_mul(512);
         let owners = page_owners(client, scope);
         if let Some((owner, cached)) = entry(page.cache, owners, page.clone(), bytes) {
-            let key = PageKey {
-                cursor: cursor.map(str::to_owned),
-                owner,
-            };
-            T::pages(self).0.insert(key, cached);
+            T::pages(self).0.insert(owner, cached);
         }
     }
 

@@ -74,6 +74,8 @@ pub struct Options {
 enum ReadRefusal {
     RateLimited(String),
     Namespace(NamespaceError),
+    /// Its audit line could not be written, and the log is required.
+    Unaudited(String),
 }
 
 impl ResmuxServer {
@@ -135,7 +137,7 @@ impl ResmuxServer {
             Err(ReadRefusal::RateLimited(_)) => ("rate-limited", 0),
             Err(ReadRefusal::Namespace(NamespaceError::NotFound { .. })) => ("not-found", 0),
             Err(ReadRefusal::Namespace(NamespaceError::InvalidUri { .. })) => ("invalid", 0),
-            Err(ReadRefusal::Namespace(_)) => ("failed", 0),
+            Err(ReadRefusal::Namespace(_) | ReadRefusal::Unaudited(_)) => ("failed", 0),
         };
         self.audit(
             client,
@@ -145,11 +147,13 @@ impl ResmuxServer {
             verdict.as_ref(),
             outcome_name,
             bytes,
-        );
+        )
+        .map_err(ReadRefusal::Unaudited)?;
         outcome
     }
 
-    /// One line of the audit log, if there is one.
+    /// One line of the audit log, if there is one. Fails, with the reason
+    /// to refuse the request, when the log is required and cannot be written.
     #[allow(
         clippy::too_many_arguments,
         reason = "one line of the audit log has that many fields"
@@ -163,9 +167,9 @@ impl ResmuxServer {
         verdict: Option<&Verdict>,
         outcome: &str,
         bytes: u64,
-    ) {
+    ) -> Result<(), String> {
         let Some(audit) = &self.audit else {
-            return;
+            return Ok(());
         };
         audit.record(&Record {
             client: &client.name,
@@ -181,7 +185,7 @@ impl ResmuxServer {
             policies: verdict.map_or(&[], |verdict| &verdict.by),
             outcome,
             bytes,
-        });
+        })
     }
 
     /// A read the client's scope permits, from the cache if it is kept there.
@@ -203,7 +207,10 @@ impl ResmuxServer {
     }
 
     /// One page of listing `T` for `client`: kept, or fetched by `fetch`
-    /// (which runs only when nothing is kept) and kept.
+    /// (which runs only when nothing is kept) and kept. Only first pages
+    /// are kept: every later page is named by a cursor sealed afresh for
+    /// its walk, which no other request names again (kept, such pages
+    /// filled the cache with one entry per page of every walk, by the soak).
     async fn page<T: Paged>(
         &self,
         client: &Client,
@@ -211,16 +218,13 @@ impl ResmuxServer {
         fetch: impl Future<Output = Result<namespace::Listed<T>, NamespaceError>>,
     ) -> Result<namespace::Listed<T>, NamespaceError> {
         let scope = &client.scope;
-        if let Some(kept) = self
-            .cache
-            .as_ref()
-            .and_then(|cache| cache.page(cursor, &client.name, scope))
-        {
+        let cache = self.cache.as_ref().filter(|_| cursor.is_none());
+        if let Some(kept) = cache.and_then(|cache| cache.page(&client.name, scope)) {
             return Ok(kept);
         }
         let page = fetch.await?;
-        if let Some(cache) = &self.cache {
-            cache.keep_page(cursor, &client.name, scope, &page);
+        if let Some(cache) = cache {
+            cache.keep_page(&client.name, scope, &page);
         }
         Ok(page)
     }
@@ -234,8 +238,8 @@ impl ResmuxServer {
         argument: &str,
         value: &str,
         chosen: Vec<(String, String)>,
-    ) -> Result<contract::Completion, NamespaceError> {
-        let target = namespace::check_completion(template_uri, argument)?;
+    ) -> Result<contract::Completion, ErrorData> {
+        let target = namespace::check_completion(template_uri, argument).map_err(error_data)?;
         let template = target.template();
         let verdict = client
             .scope
@@ -276,8 +280,9 @@ impl ResmuxServer {
             Some(&verdict),
             outcome,
             0,
-        );
-        completion
+        )
+        .map_err(|reason| ErrorData::internal_error(reason, None))?;
+        completion.map_err(error_data)
     }
 }
 
@@ -379,6 +384,7 @@ impl ServerHandler for ResmuxServer {
             .map_err(|refusal| match refusal {
                 ReadRefusal::RateLimited(message) => rate_limited(message),
                 ReadRefusal::Namespace(error) => error_data(error),
+                ReadRefusal::Unaudited(reason) => ErrorData::internal_error(reason, None),
             })?;
         let mut result = ReadResourceResult::new(read.contents.into_iter().map(contents).collect());
         if let Some((ttl_ms, scope)) = cache_fields(&context, read.cache) {
@@ -414,8 +420,7 @@ impl ServerHandler for ResmuxServer {
                 &request.argument.value,
                 chosen,
             )
-            .await
-            .map_err(error_data)?;
+            .await?;
         let mut info = CompletionInfo::default();
         info.values = completion.values;
         info.total = completion.total;
@@ -480,7 +485,8 @@ impl ServerHandler for ResmuxServer {
             Some(&verdict),
             outcome,
             0,
-        );
+        )
+        .map_err(|reason| ErrorData::internal_error(reason, None))?;
         decided.map_err(error_data)?;
         self.session
             .subscribe(&uri)

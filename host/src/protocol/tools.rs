@@ -156,7 +156,7 @@ async fn read(
         .read(client, uri, "tools/call")
         .await
         .map_err(|refusal| match refusal {
-            ReadRefusal::RateLimited(message) => message,
+            ReadRefusal::RateLimited(message) | ReadRefusal::Unaudited(message) => message,
             ReadRefusal::Namespace(error) => error.to_string(),
         })?;
     Ok(CallToolResult::success(

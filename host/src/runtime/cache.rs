@@ -4,7 +4,12 @@
 //! the component's SHA-256 digest and the engine's compatibility hash, so a new
 //! resmux build or different engine settings never load stale code. Entries are
 //! written to a temporary name and renamed into place, so a crash never leaves a
-//! half-written entry behind.
+//! half-written entry behind; the temporary files of a process that died are
+//! removed when the cache is opened.
+//!
+//! A cache that cannot be written (a full disk, a read-only or vanished
+//! directory) costs only time: components are compiled in memory, and the
+//! failure is logged once, not once per component.
 //!
 //! The entries are native code that resmux runs, so the cache must not be a
 //! way in:
@@ -22,6 +27,8 @@ use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
@@ -59,6 +66,8 @@ pub struct CompileCache {
 struct Stored {
     dir: PathBuf,
     key: [u8; 32],
+    /// Set once storing or opening the directory has failed and been logged.
+    failed: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Stored {
@@ -79,12 +88,20 @@ impl CompileCache {
     /// The cache in `dir`, vouched for by the key in `key_file` (created
     /// when missing). Refuses a directory or key file that anyone but
     /// resmux's user could change, or a key file anyone else could read.
+    /// A directory or key file that cannot be made (a read-only or full
+    /// disk) leaves the cache disabled, with a warning: resmux serves,
+    /// compiling in memory.
     pub fn open(dir: &Path, key_file: &Path) -> Result<Self> {
-        fs::DirBuilder::new()
+        if let Err(error) = fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
+        {
+            return Ok(Self::unavailable(format_args!(
+                "cannot create cache directory {}: {error}",
+                dir.display()
+            )));
+        }
         let metadata = fs::metadata(dir)
             .with_context(|| format!("cannot read cache directory {}", dir.display()))?;
         only_ours(&metadata, 0o022).with_context(|| {
@@ -93,13 +110,25 @@ impl CompileCache {
                 dir.display()
             )
         })?;
-        let key = read_or_create_key(key_file)?;
+        if fs::symlink_metadata(key_file).is_err()
+            && let Err(error) = create_key(key_file)
+        {
+            return Ok(Self::unavailable(format_args!("{error:#}")));
+        }
+        let key = read_key(key_file)?;
+        remove_left_by_the_dead(dir);
         Ok(Self {
             stored: Some(Stored {
                 dir: dir.to_owned(),
                 key,
+                failed: Arc::default(),
             }),
         })
+    }
+
+    fn unavailable(reason: std::fmt::Arguments<'_>) -> Self {
+        tracing::warn!("the compile cache is unavailable ({reason}): compiling in memory");
+        Self::disabled()
     }
 
     /// The folder `name` beside the compiled entries, for what else resmux
@@ -149,8 +178,13 @@ impl CompileCache {
             return Ok((Component::new(engine, bytes)?, Origin::Compiled));
         };
         let dir = &stored.dir;
-        let cache = Dir::open_ambient_dir(dir, ambient_authority())
-            .with_context(|| format!("cannot open cache directory {}", dir.display()))?;
+        let cache = match Dir::open_ambient_dir(dir, ambient_authority()) {
+            Ok(cache) => cache,
+            Err(error) => {
+                stored.failed(format_args!("cannot open {}: {error}", dir.display()));
+                return Ok((Component::new(engine, bytes)?, Origin::Compiled));
+            }
+        };
         let entry = entry_name(engine, digest);
         match stored.load(&cache, &entry) {
             Ok(Some(tagged)) => {
@@ -176,11 +210,10 @@ impl CompileCache {
         }
         let compiled = engine.precompile_component(bytes)?;
         if let Err(error) = stored.store(&cache, &entry, &compiled) {
-            tracing::warn!(
-                entry,
-                "cannot store compiled component in {}: {error:#}",
+            stored.failed(format_args!(
+                "cannot store compiled components in {}: {error}",
                 dir.display()
-            );
+            ));
         }
         // SAFETY: `compiled` was produced by this engine a moment ago.
         let component = unsafe { Component::deserialize(engine, &compiled)? };
@@ -233,6 +266,16 @@ impl Stored {
         Ok(Some(tagged))
     }
 
+    /// Logs the first failure to use the directory; later ones only at
+    /// debug level.
+    fn failed(&self, what: std::fmt::Arguments<'_>) {
+        if self.failed.swap(true, Ordering::Relaxed) {
+            tracing::debug!("{what}");
+        } else {
+            tracing::warn!("{what}; compiling in memory, logged once");
+        }
+    }
+
     fn store(&self, cache: &Dir, entry: &str, compiled: &[u8]) -> std::io::Result<()> {
         let tag = self.tag(entry, compiled);
         // Mode 600 whatever the umask: a group-writable entry is refused.
@@ -257,11 +300,28 @@ fn only_ours(metadata: &fs::Metadata, forbidden: u32) -> Result<()> {
     Ok(())
 }
 
-/// The cache key in `path`, made (32 random bytes, mode 0600) when missing.
-fn read_or_create_key(path: &Path) -> Result<[u8; 32]> {
-    if fs::symlink_metadata(path).is_err() {
-        create_key(path)?;
+/// Removes the temporary files of writers that died in the cache `dir`.
+fn remove_left_by_the_dead(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name
+            .to_str()
+            .is_some_and(crate::owner_file::left_by_the_dead)
+            && fs::remove_file(entry.path()).is_ok()
+        {
+            tracing::info!(
+                "removed {}, left by a resmux that died writing it",
+                entry.path().display()
+            );
+        }
     }
+}
+
+/// The cache key in `path`, which must be a file of resmux's user alone.
+fn read_key(path: &Path) -> Result<[u8; 32]> {
     let refuse = |reason: &str| {
         anyhow::anyhow!(
             "refusing compile cache key {}: {reason}; whoever has it can make resmux run native code",
@@ -381,9 +441,10 @@ mod tests {
     fn a_missing_key_is_made_private_and_then_kept() {
         let folder = tempfile::tempdir().unwrap();
         let path = folder.path().join("state/cache-key");
-        let made = read_or_create_key(&path).unwrap();
+        create_key(&path).unwrap();
+        let made = read_key(&path).unwrap();
         assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
-        assert_eq!(read_or_create_key(&path).unwrap(), made);
+        assert_eq!(read_key(&path).unwrap(), made);
         let left: Vec<_> = fs::read_dir(folder.path().join("state"))
             .unwrap()
             .map(|entry| entry.unwrap().file_name().into_string().unwrap())

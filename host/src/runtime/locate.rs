@@ -129,7 +129,7 @@ const MIN_GROWTH: usize = 64 * 1024;
 
 /// The MIME type and body of a located file's `bytes`: as the plugin said,
 /// or told from the bytes when it named no type.
-fn answer(mime_type: Option<String>, text: bool, bytes: Vec<u8>) -> (String, Body) {
+pub(crate) fn answer(mime_type: Option<String>, text: bool, bytes: Vec<u8>) -> (String, Body) {
     match mime_type {
         Some(mime_type) if text => (mime_type, text_or_blob(bytes)),
         Some(mime_type) => (mime_type, Body::Blob(bytes)),

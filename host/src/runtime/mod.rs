@@ -13,7 +13,7 @@ mod epoch;
 mod handles;
 mod health;
 mod instance;
-mod locate;
+pub(crate) mod locate;
 mod meter;
 mod placement;
 mod plugin;

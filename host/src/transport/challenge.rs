@@ -72,6 +72,21 @@ pub fn refusal(oauth: Option<&ResourceServer>, why: Option<&Refusal>) -> Respons
             challenge.push(("error", "insufficient_scope".to_owned()));
             (StatusCode::FORBIDDEN, refusal.to_string())
         }
+        // Not the client's fault, and no challenge: the same token may
+        // pass once the issuer answers.
+        Some(Refusal::IssuerUnavailable {
+            reason,
+            retry_after,
+        }) => {
+            let retry_after = retry_after.as_secs().max(1).to_string();
+            let message = format!("the bearer token cannot be checked now: {reason}");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, retry_after)],
+                message,
+            )
+                .into_response();
+        }
     };
     if let Some(server) = oauth {
         challenge.push(("resource_metadata", metadata_url(server)));

@@ -28,12 +28,12 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use super::challenge;
 use super::connections::ConnectionLimits;
 use super::http_reads::{HttpReads, answer_reads};
+use super::in_flight::{self, InFlight};
 use super::listener::{accept, bearer};
 use super::sessions::{MAX_SESSIONS_PER_CLIENT, SessionOwners};
 use crate::access::{Admission, Client};
@@ -41,7 +41,12 @@ use crate::protocol::Observed;
 
 /// How long a graceful stop waits for requests in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the connections left then get to close, once their sessions
+/// and streams have been ended.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 const SESSION_HEADER: &str = "mcp-session-id";
+/// How long a session may go unused unless the operator says.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
 
 /// Where and for whom to serve HTTP.
 #[derive(Debug, Clone)]
@@ -56,6 +61,8 @@ pub struct HttpOptions {
     /// Connections open at once, in all and per source; more are closed as
     /// they arrive.
     pub connections: ConnectionLimits,
+    /// How long a session may go unused before it ends.
+    pub session_idle: Duration,
 }
 
 /// What the authenticating layer needs.
@@ -90,7 +97,9 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
         .with_allowed_origins(origins)
         .enforce_origin_validation();
     config.cancellation_token = shutdown.child_token();
-    let sessions = Arc::new(LocalSessionManager::default());
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(options.session_idle);
+    let sessions = Arc::new(sessions);
     let reads = HttpReads::new(server.clone(), sessions.clone(), hosts);
     let service =
         StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
@@ -108,20 +117,32 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
             router = router.merge(metadata);
         }
     }
-    let router = router.merge(super::observe::probes());
+    let in_flight = Arc::new(InFlight::default());
+    let router = router
+        .layer(axum::middleware::from_fn_with_state(
+            in_flight.clone(),
+            in_flight::count,
+        ))
+        .merge(super::observe::probes());
     let listener = TcpListener::bind(options.address)
         .await
         .with_context(|| format!("cannot listen on {}", options.address))?;
-    let stop = stop_signal()?;
+    let stop = super::stop_signal()?;
     let bound = listener.local_addr()?;
     tracing::info!("serving MCP over Streamable HTTP at http://{bound}/mcp");
     let open = accept(listener, router, options.connections, stop).await;
+    // Requests in flight are answered whole before their sessions and the
+    // streams still open are ended, all within the one deadline.
     tracing::info!("stopping: finishing requests in flight");
+    let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+    let answered = tokio::time::timeout_at(deadline, in_flight.until_none()).await;
     shutdown.cancel();
-    if tokio::time::timeout(DRAIN_TIMEOUT, open.shutdown())
-        .await
-        .is_err()
-    {
+    let closed = tokio::time::timeout_at(
+        deadline.max(tokio::time::Instant::now() + CLOSE_TIMEOUT),
+        open.shutdown(),
+    )
+    .await;
+    if answered.is_err() || closed.is_err() {
         tracing::warn!(
             "stopped with requests still in flight after {} s",
             DRAIN_TIMEOUT.as_secs()
@@ -192,18 +213,4 @@ async fn bind_new_session(gate: &Gate, client: &Client, response: Response) -> R
         ),
     )
         .into_response()
-}
-
-/// Installs the SIGINT and SIGTERM handlers now, so a signal that arrives
-/// as soon as the server is ready is already a graceful stop; the returned
-/// future resolves on the first of them.
-fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    Ok(async move {
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-        }
-    })
 }

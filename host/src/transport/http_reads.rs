@@ -35,7 +35,8 @@
 //! it.
 //!
 //! rmcp ends a session after a while without an event in its worker, and a
-//! read answered here is none. So once a minute at most per session, before
+//! read answered here is none. So once a minute at most per session (or a
+//! quarter of the time a session may go unused, if that is shorter), before
 //! one of its reads is answered here, its worker is asked to open and close
 //! a request's channel: that restarts its idle timer, and proves it still
 //! runs (if it does not, the read goes to rmcp).
@@ -64,7 +65,8 @@ use crate::protocol::Observed;
 
 /// The largest request body answered here; a larger one goes to rmcp.
 pub const MAX_BODY_BYTES: u64 = 64 * 1024;
-/// How often at most a session's worker is asked to restart its idle timer.
+/// How often at most a session's worker is asked to restart its idle timer,
+/// unless sessions end sooner than four times that.
 const REFRESH_SESSION_AFTER: Duration = Duration::from_secs(60);
 /// Sessions whose last refresh is remembered before the stale ones are
 /// forgotten; past that, twice as many as were left.
@@ -86,6 +88,8 @@ pub struct HttpReads {
     /// The allowed hosts, each with the port it requires, if it names one.
     hosts: Vec<(String, Option<u16>)>,
     refreshed: Mutex<Refreshed>,
+    /// How long after its last restart a session's idle timer is restarted.
+    refresh_after: Duration,
 }
 
 /// A service of the handler that no message reaches, whose client declared
@@ -130,10 +134,17 @@ impl HttpReads {
             .iter()
             .map(|version| (version.clone(), Unreached::new(&handler, version)))
             .collect();
+        let refresh_after = sessions
+            .session_config
+            .keep_alive
+            .map_or(REFRESH_SESSION_AFTER, |idle| {
+                (idle / 4).min(REFRESH_SESSION_AFTER)
+            });
         Arc::new(Self {
             handler,
             peers,
             sessions,
+            refresh_after,
             hosts: hosts
                 .into_iter()
                 .filter_map(|host| allowed_authority(&host))
@@ -160,7 +171,7 @@ impl HttpReads {
     }
 
     /// Whether the session the headers name runs, its idle timer restarted
-    /// if that was not done within [`REFRESH_SESSION_AFTER`].
+    /// if that was not done within `refresh_after`.
     async fn session_runs(&self, headers: &HeaderMap) -> bool {
         let Some(session) = single(headers, SESSION_HEADER).map(Arc::<str>::from) else {
             return false;
@@ -195,15 +206,16 @@ impl HttpReads {
         self.refreshed()
             .when
             .get(session)
-            .is_some_and(|when| when.elapsed() < REFRESH_SESSION_AFTER)
+            .is_some_and(|when| when.elapsed() < self.refresh_after)
     }
 
     fn note_refreshed(&self, session: Arc<str>) {
+        let refresh_after = self.refresh_after;
         let mut refreshed = self.refreshed();
         if refreshed.when.len() >= refreshed.most {
             refreshed
                 .when
-                .retain(|_, when| when.elapsed() < REFRESH_SESSION_AFTER);
+                .retain(|_, when| when.elapsed() < refresh_after);
             refreshed.most = (refreshed.when.len() * 2).max(REMEMBERED_SESSIONS);
         }
         refreshed.when.insert(session, Instant::now());

@@ -10,23 +10,29 @@ mod connections;
 mod direct;
 mod http;
 mod http_reads;
+mod in_flight;
 mod listener;
 mod observe;
 mod pacing;
 mod sessions;
-mod stdio;
+pub(crate) mod stdio;
 
 pub use connections::ConnectionLimits;
-pub use http::{HttpOptions, serve_http};
+pub use http::{DEFAULT_SESSION_IDLE, HttpOptions, serve_http};
 pub use listener::HEADER_TIMEOUT;
 pub use observe::{mark_ready, read_metrics_token, serve_metrics};
 
+use std::sync::Arc;
+
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::protocol::Observed;
 
-/// Serves one MCP session on stdin and stdout until the client closes it.
+/// Serves one MCP session on stdin and stdout until the client closes it,
+/// or SIGTERM or SIGINT stops it as if it had: stdin is read no more, and
+/// the requests in flight are answered before stdout closes.
 /// The handler is boxed (`into_dyn`): rmcp runs each request as a task of
 /// its own, whose future otherwise holds the future of every request kind
 /// the handler answers, and tokio copies it whole into each task. Boxed,
@@ -37,11 +43,33 @@ pub async fn serve_stdio(server: Observed) -> Result<()> {
     let (input, output) = rmcp::transport::stdio_pipes();
     let handler = server.for_session();
     let reads = direct::DirectReads::new(handler.clone());
+    let stop = Arc::new(stdio::StopReading::default());
+    let signalled = stop_signal()?;
+    let stopping = stop.clone();
+    tokio::spawn(async move {
+        signalled.await;
+        tracing::info!("stopping: stdin is read no more; answering the requests in flight");
+        stopping.request();
+    });
     let service = direct::PeerHandover::new(handler, reads.clone())
         .into_dyn()
-        .serve(stdio::Stdio::new(input, output, reads))
+        .serve(stdio::Stdio::new(input, output, reads, stop))
         .await
         .context("the MCP session did not start")?;
     service.waiting().await.context("the MCP session failed")?;
     Ok(())
+}
+
+/// Installs the SIGINT and SIGTERM handlers now, so a signal that arrives
+/// as soon as the server is ready is already a graceful stop; the returned
+/// future resolves on the first of them.
+fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
 }

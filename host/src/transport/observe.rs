@@ -55,8 +55,7 @@ async fn ready() -> Response {
 /// The metrics token in `path`: the file's text without the white space
 /// around it (as Prometheus reads its `credentials_file`).
 pub fn read_metrics_token(path: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the metrics token file {}", path.display()))?;
+    let text = crate::operator_file::read_text(path, "the metrics token file")?;
     let token = text.trim();
     if token.len() < MIN_TOKEN_BYTES {
         bail!(

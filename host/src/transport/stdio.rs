@@ -56,7 +56,7 @@ use super::direct::{DirectReads, Routed};
 
 /// The longest line read, as rmcp's own transport allows. A longer line is
 /// dropped and logged, and the session goes on.
-const MAX_LINE_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
+pub(crate) const MAX_LINE_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
 
 /// How many answers may wait for stdin to run dry before they are written
 /// anyway: a client that never stops sending still gets its answers.
@@ -89,6 +89,35 @@ pub struct Stdio<R, W> {
     answering: TaskTracker,
     /// What is left of [`INLINE_BUDGET`] until stdin next runs dry.
     inline_left: Duration,
+    /// Once requested, stdin counts as ended.
+    stop: Arc<StopReading>,
+}
+
+/// A request to read stdin no more (SIGTERM, SIGINT): stdin then counts as
+/// ended, so the requests in flight are answered and stdout closes after
+/// whole lines, as when the client closes stdin.
+#[derive(Default)]
+pub struct StopReading {
+    requested: AtomicBool,
+    /// The loop that reads stdin, while it waits for a line.
+    reader: futures::task::AtomicWaker,
+}
+
+impl StopReading {
+    pub fn request(&self) {
+        self.requested.store(true, Ordering::Release);
+        self.reader.wake();
+    }
+
+    fn requested(&self) -> bool {
+        self.requested.load(Ordering::Acquire)
+    }
+
+    /// Has the reader woken on a request from now on; whether one came.
+    fn wake_on_request(&self, reader: &Waker) -> bool {
+        self.reader.register(reader);
+        self.requested()
+    }
 }
 
 impl<R, W> Stdio<R, W>
@@ -97,9 +126,10 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     /// The session's stdio; `reads` answers the reads rmcp's loop skips.
-    pub fn new(input: R, output: W, reads: Arc<DirectReads>) -> Self {
+    pub fn new(input: R, output: W, reads: Arc<DirectReads>, stop: Arc<StopReading>) -> Self {
         Self {
             reads,
+            stop,
             answering: TaskTracker::new(),
             inline_left: INLINE_BUDGET,
             lines: FramedRead::new(input, Lines::default()),
@@ -228,8 +258,14 @@ where
             self.reads.until_fewer_than(MAX_REQUESTS_RUNNING).await;
             self.until_answers_leave().await;
             let next_line = std::future::poll_fn(|context| {
-                let next_line = self.lines.poll_next_unpin(context);
-                // Nothing more for now, the end of stdin, or an error.
+                let mut next_line = match self.stop.requested() {
+                    true => Poll::Ready(None),
+                    false => self.lines.poll_next_unpin(context),
+                };
+                if next_line.is_pending() && self.stop.wake_on_request(context.waker()) {
+                    next_line = Poll::Ready(None);
+                }
+                // Nothing more for now, the end of stdin (or a stop), or an error.
                 if !matches!(next_line, Poll::Ready(Some(Ok(_)))) {
                     self.write_queued_soon();
                     self.inline_left = INLINE_BUDGET;
@@ -435,7 +471,7 @@ async fn write_all_vectored<W: AsyncWrite + Unpin>(
     clippy::large_enum_variant,
     reason = "made once per line and handed on by value, as rmcp takes it"
 )]
-enum Incoming {
+pub(crate) enum Incoming {
     Message(ClientJsonRpcMessage),
     /// Not JSON (nothing to answer: there is no id), an empty line, or a
     /// notification rmcp ignores.
@@ -444,7 +480,7 @@ enum Incoming {
     WrongShape,
 }
 
-fn decode(line: &[u8]) -> Incoming {
+pub(crate) fn decode(line: &[u8]) -> Incoming {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.is_empty() {
         return Incoming::Ignored;
@@ -496,8 +532,11 @@ fn present<'de, D: Deserializer<'de>>(field: D) -> Result<bool, D::Error> {
 /// The requests a client sends over and over, decoded as rmcp's decoder
 /// would decode them, in one pass and without its tries. `None` leaves the
 /// line to rmcp.
-pub(super) fn decode_repeated_request(line: &[u8]) -> Option<JsonRpcRequest<ClientRequest>> {
-    let envelope: Envelope = serde_json::from_slice(line).ok()?;
+pub(crate) fn decode_repeated_request(line: &[u8]) -> Option<JsonRpcRequest<ClientRequest>> {
+    // serde_json skips the fields it ignores without checking their UTF-8;
+    // rmcp takes no line that is not UTF-8 throughout (found by fuzzing).
+    let line = std::str::from_utf8(line).ok()?;
+    let envelope: Envelope = serde_json::from_str(line).ok()?;
     if envelope.result || envelope.error {
         return None;
     }
@@ -557,7 +596,7 @@ where
 /// stdin split at newlines by tokio-util's codec, into lines of at most
 /// [`MAX_LINE_BYTES`]. An overlong line comes as a frame of its own, not as
 /// the codec's error: `FramedRead` reads nothing more after an error.
-struct Lines(AnyDelimiterCodec);
+pub(crate) struct Lines(AnyDelimiterCodec);
 
 impl Default for Lines {
     fn default() -> Self {
@@ -569,7 +608,7 @@ impl Default for Lines {
     }
 }
 
-enum Frame {
+pub(crate) enum Frame {
     Line(Bytes),
     /// The line was dropped; the codec skips the rest of it.
     Overlong,

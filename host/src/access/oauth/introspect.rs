@@ -30,6 +30,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OnceCell, Semaphore};
+
+use super::Refusal;
 use url::Url;
 
 use super::fetch::{self, Fetcher, Unanswered, require_secure};
@@ -144,17 +146,24 @@ impl Introspection {
         &self,
         token: &str,
         expected: &Expected<'_>,
-    ) -> Result<Arc<Map<String, Value>>, String> {
+    ) -> Result<Arc<Map<String, Value>>, Refusal> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(kept) = self.kept.get(&key) {
             // Kept no longer than the token lives, but its `nbf` and the
             // leeway still apply.
-            let claims = kept.answer?;
-            check(&claims, expected)?;
+            let claims = kept.answer.map_err(Refusal::InvalidToken)?;
+            check(&claims, expected).map_err(Refusal::InvalidToken)?;
             return Ok(claims);
         }
+        let unavailable = |reason| Refusal::IssuerUnavailable {
+            reason,
+            retry_after: Duration::ZERO,
+        };
         let deadline = fetch::deadline();
-        let endpoint = self.endpoint(expected.issuer, deadline).await?;
+        let endpoint = self
+            .endpoint(expected.issuer, deadline)
+            .await
+            .map_err(unavailable)?;
         let asked = async {
             let _turn = self
                 .asking
@@ -171,7 +180,7 @@ impl Introspection {
         };
         let answer = fetch::by(deadline, asked).await.map_err(|error| {
             tracing::warn!(%endpoint, "token introspection failed: {error:#}");
-            unasked(&error)
+            unavailable(unasked(&error))
         })?;
         let (answer, for_as_long_as) = match check(&answer, expected) {
             Ok(lives_for) => (
@@ -189,7 +198,7 @@ impl Introspection {
                 },
             );
         }
-        answer
+        answer.map_err(Refusal::InvalidToken)
     }
 
     /// The endpoint, discovered by `deadline` if the operator names none.

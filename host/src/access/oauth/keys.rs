@@ -156,6 +156,11 @@ impl Keys {
 
     /// Starts fetching the keys in the background; a server calls it once at
     /// start, and does not wait for it.
+    /// The least time between two fetches.
+    pub fn refetch_after(&self) -> Duration {
+        self.0.refetch_after
+    }
+
     pub fn prefetch(&self) {
         drop(self.refresh());
     }

@@ -39,7 +39,7 @@ use url::Url;
 
 use self::fetch::{Fetcher, require_secure};
 use self::introspect::{Expected, Introspection, IntrospectionSection};
-use self::keys::Keys;
+use self::keys::{KeyError, Keys};
 use super::principal::Principal;
 
 /// What `[oauth]` of an auth file says.
@@ -99,6 +99,15 @@ pub enum Refusal {
     /// Valid, but without every scope these requests need.
     #[error("the token lacks the scopes {}", .missing.join(" "))]
     InsufficientScope { missing: Vec<String> },
+    /// Not known to be valid or not: the issuer, whose keys or answer it
+    /// needs, is down, slow or answers garbage. Worth a retry, not a new
+    /// token.
+    #[error("{reason}")]
+    IssuerUnavailable {
+        reason: String,
+        /// When the issuer is asked again, at the soonest.
+        retry_after: Duration,
+    },
 }
 
 /// The resource server: its configuration and the issuer's keys.
@@ -129,7 +138,7 @@ impl std::fmt::Debug for ResourceServer {
 impl ResourceServer {
     /// Reads the `[oauth]` table of an auth file.
     pub fn read(path: &Path) -> Result<Self> {
-        let file: AuthFile = crate::toml_file::read(path, "auth file")?;
+        let file: AuthFile = crate::operator_file::read_toml(path, "auth file")?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::new(file.oauth, base).with_context(|| format!("[oauth] of {}", path.display()))
     }
@@ -285,10 +294,7 @@ impl ResourceServer {
             resource: &self.resource,
             leeway_seconds: self.leeway_seconds,
         };
-        let answer = introspection
-            .claims(token, &expected)
-            .await
-            .map_err(Refusal::InvalidToken)?;
+        let answer = introspection.claims(token, &expected).await?;
         claims::principal(
             &answer,
             &self.issuer,
@@ -317,7 +323,15 @@ impl ResourceServer {
             .keys
             .key(header.kid.as_deref())
             .await
-            .map_err(|error| Refusal::InvalidToken(error.to_string()))?;
+            .map_err(|error| match error {
+                KeyError::Unavailable | KeyError::Unanswered(_) => Refusal::IssuerUnavailable {
+                    reason: error.to_string(),
+                    retry_after: self.keys.refetch_after(),
+                },
+                KeyError::Unknown(_) | KeyError::Ambiguous => {
+                    Refusal::InvalidToken(error.to_string())
+                }
+            })?;
         if key
             .algorithm
             .is_some_and(|algorithm| algorithm != header.alg)

@@ -217,8 +217,7 @@ impl Guard for ClientGuard {
 /// The operator's policy file, each policy named by its `@id` annotation or
 /// else by its place in the file, checked against [`SCHEMA`].
 fn read_file(path: &Path) -> Result<PolicySet> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read access policy {}", path.display()))?;
+    let text = crate::operator_file::read_text(path, "access policy")?;
     let parsed = PolicySet::from_str(&text).map_err(|error| {
         anyhow::anyhow!(
             "access policy {} does not parse: {}",

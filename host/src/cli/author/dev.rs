@@ -20,7 +20,7 @@ use crate::cli::{
 };
 use resmux::namespace::cursor::{self, CursorSeal};
 use resmux::runtime::Runtime;
-use resmux::transport::{ConnectionLimits, HttpOptions};
+use resmux::transport::{ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions};
 
 /// Quiet time after the last save before a build starts.
 const SETTLE: Duration = Duration::from_millis(300);
@@ -58,7 +58,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
     // Reads are no edit: the build itself reads every source.
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
-            && resmux::catalog::live::is_change(&event)
+            && resmux::catalog::folder_watch::is_change(&event)
             && event.paths.iter().any(|path| is_source(&watched, path))
         {
             // The receiver only goes away when the process ends.
@@ -98,10 +98,11 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         allowed_origins: Vec::new(),
         access: None,
         connections: ConnectionLimits::new(DEFAULT_MAX_CONNECTIONS, None),
+        session_idle: DEFAULT_SESSION_IDLE,
     });
     let options = ServeOptions {
         tool_bridge: true,
-        audit: None,
+        audit_log: None,
         // Every answer fresh: what a client sees is always the last build.
         response_cache_bytes: 0,
         metrics: None,
