@@ -1,9 +1,13 @@
 //! Target `headers`: HTTP requests to a real resmux Streamable HTTP server
-//! with a tokens file, whose headers the input writes: `Host`, `Origin`,
-//! `Authorization`, `Mcp-Session-Id` (a live session's or any),
+//! with a tokens file and an OAuth issuer (one that cannot be reached, so
+//! that a JWT is decoded and checked as far as its keys), whose headers the
+//! input writes: `Host`, `Origin`, `Authorization` (a token, a JWT the
+//! input makes, or anything), `Mcp-Session-Id` (a live session's or any),
 //! `Last-Event-ID`, `traceparent`, `Mcp-Name` and `MCP-Protocol-Version`,
-//! each either a valid value or any bytes but line breaks, raw on the wire. Every request gets a whole status line within 5 s, never a
-//! server error, and nothing in the server panics.
+//! each either a valid value or any bytes but line breaks, raw on the wire.
+//! Every request gets a whole status line within 5 s, never a server error
+//! but the 503 that asks to retry while the issuer is unreachable, and
+//! nothing in the server panics.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -12,7 +16,9 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use arbitrary::Unstructured;
-use resmux::access::{AccessList, Admission};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use resmux::access::{AccessList, Admission, ResourceServer};
 use resmux::contract::{Body, Content, Page, ReadResult, ResourceEntry};
 use resmux::namespace::Namespace;
 use resmux::protocol::{Observed, Options, ResmuxServer};
@@ -26,6 +32,9 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 /// The token of the tokens file's one client, and its SHA-256.
 const TOKEN: &str = "fuzz-token-with-thirty-two-bytes-at-least";
 const TOKEN_SHA256: &str = "a477eee074abf924eff819b9a0214e5d77830b4e27bbfad39d0ac0d0407b46ea";
+
+/// An issuer on a loopback port nothing listens on.
+const UNREACHABLE_ISSUER: &str = "http://127.0.0.1:9";
 
 /// Panics anywhere in the process since it started.
 static PANICS: AtomicUsize = AtomicUsize::new(0);
@@ -53,10 +62,21 @@ fn start() -> Server {
     )
     .expect("the tokens file is written");
     let access = AccessList::read(&tokens, None).expect("the tokens file loads");
-    let admission = Admission::new(Some(access), None, None).expect("the admission builds");
     let address = TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free port");
+    let auth = folder.path().join("auth.toml");
+    std::fs::write(
+        &auth,
+        format!(
+            "[oauth]\nissuer = \"{UNREACHABLE_ISSUER}\"\nresource = \"http://{address}/mcp\"\n\
+             scopes = [\"mcp:read\"]\njwks_refetch_seconds = 1\n"
+        ),
+    )
+    .expect("the auth file is written");
+    let _already_installed = rustls::crypto::ring::default_provider().install_default();
+    let oauth = ResourceServer::read(&auth).expect("the auth file loads");
+    let admission = Admission::new(Some(access), Some(oauth), None).expect("the admission builds");
     let options = HttpOptions {
         address,
         allowed_hosts: vec!["mcp.example.com".into()],
@@ -196,6 +216,30 @@ fn value(input: &mut Unstructured, valid: &str) -> String {
     value
 }
 
+/// A JWT as the input writes it: its header (its algorithm and key among
+/// them), its claims and its signature, each base64url.
+fn jwt(input: &mut Unstructured) -> String {
+    let algorithm = *input
+        .choose(&["RS256", "ES256", "EdDSA", "HS256", "none", "PS512"])
+        .unwrap_or(&"RS256");
+    let header = serde_json::json!({ "alg": algorithm, "typ": "at+jwt", "kid": crate::arbitrary_answers::text(input) });
+    let claims = serde_json::json!({
+        "iss": if input.arbitrary().unwrap_or(true) { UNREACHABLE_ISSUER.to_owned() } else { crate::arbitrary_answers::text(input) },
+        "sub": crate::arbitrary_answers::text(input),
+        "aud": crate::arbitrary_answers::text(input),
+        "exp": input.arbitrary::<i64>().unwrap_or(0),
+        "scope": "mcp:read",
+    });
+    let part = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(bytes);
+    let signature = input.bytes(64.min(input.len())).unwrap_or_default();
+    format!(
+        "Bearer {}.{}.{}",
+        part(header.to_string().as_bytes()),
+        part(claims.to_string().as_bytes()),
+        part(signature)
+    )
+}
+
 pub fn run(data: &[u8]) {
     let server = &*SERVER;
     let mut input = Unstructured::new(data);
@@ -219,7 +263,11 @@ pub fn run(data: &[u8]) {
     let mut headers = Vec::new();
     for (name, valid) in candidates {
         if name == "Host" || input.arbitrary().unwrap_or(true) {
-            headers.push((name, value(&mut input, valid)));
+            let written = match name == "Authorization" && input.ratio(1u8, 3u8).unwrap_or(false) {
+                true => jwt(&mut input),
+                false => value(&mut input, valid),
+            };
+            headers.push((name, written));
         }
     }
     let bodies: [&[u8]; 4] = [
@@ -248,8 +296,9 @@ pub fn run(data: &[u8]) {
                 String::from_utf8_lossy(&sent)
             )
         });
+    let retry = status == 503 && head.to_ascii_lowercase().contains("\r\nretry-after: ");
     assert!(
-        status < 500,
+        status < 500 || retry,
         "status {status} for {:?}:\n{head}",
         String::from_utf8_lossy(&sent)
     );

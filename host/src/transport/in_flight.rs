@@ -1,13 +1,14 @@
 //! The MCP requests an HTTP listener is answering, counted until their
-//! response bodies are sent whole, so that a graceful stop can wait for
-//! them before it ends the sessions they run in. A stream that only ends
+//! answers are whole (a streamed body until its last frame is sent), so
+//! that a graceful stop can wait for them before it ends the sessions they
+//! run in. A stream that only ends
 //! when the client or the server ends it (a session's `GET` stream, a
 //! 2026-07-28 `subscriptions/listen`) is not counted: it is ended by the stop.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
@@ -67,7 +68,14 @@ pub async fn count(
     }
     in_flight.count.fetch_add(1, Ordering::AcqRel);
     let counted = Counted(in_flight);
-    next.run(request).await.map(|body| {
+    let response = next.run(request).await;
+    // A body whole already (a read's JSON) is sent by the connection's own
+    // graceful end; only a body still to come is followed, and a wrapped
+    // body loses its length (hyper would send it chunked).
+    if response.body().size_hint().exact().is_some() {
+        return response;
+    }
+    response.map(|body| {
         Body::new(body.map_frame(move |frame| {
             let _until_sent = &counted;
             frame
