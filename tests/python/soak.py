@@ -99,12 +99,9 @@ class Curve:
             "descriptors": len(os.listdir(f"/proc/{self.pid}/fd")),
             "threads": int(re.search(r"Threads:\s+(\d+)", status).group(1)),
         }
-        text = urllib.request.urlopen(self.metrics, timeout=10).read().decode()
-        series = [line for line in text.splitlines() if line and not line.startswith("#")]
+        series = exposed_series(self.metrics)
         for name, metric in GAUGES.items():
-            row[name] = sum(
-                float(line.rsplit(" ", 1)[1]) for line in series if re.match(rf"{metric}(\{{| )", line)
-            )
+            row[name] = summed(series, metric)
         row["series"] = len(series)
         self.rows.append(row)
 
@@ -426,9 +423,19 @@ def soak_http(plan, root):
     return process, curve, expired
 
 
-def gauge(metrics, name):
+def exposed_series(metrics):
+    """The sample lines of the server's `/metrics` at `metrics`."""
     text = urllib.request.urlopen(metrics, timeout=10).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if re.match(rf"{name}(\{{| )", line))
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def summed(series, name):
+    """The sum of the samples of the metric `name`, over all its labels."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in series if re.match(rf"{name}(\{{| )", line))
+
+
+def gauge(metrics, name):
+    return summed(exposed_series(metrics), name)
 
 
 def idle(process, seconds):
