@@ -47,15 +47,21 @@ async def all_resource_uris(client):
             return uris
 
 
-def post(url, body, headers):
-    """POSTs the JSON-RPC `body` as an MCP client would, with extra
-    `headers`; returns the HTTP status, the response headers and the body."""
-    request = urllib.request.Request(
+def mcp_request(url, body, headers):
+    """The POST of the JSON-RPC `body` an MCP client would send, with extra
+    `headers`."""
+    return urllib.request.Request(
         url,
         data=body,
         method="POST",
         headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
     )
+
+
+def post(url, body, headers):
+    """POSTs the JSON-RPC `body` as an MCP client would, with extra
+    `headers`; returns the HTTP status, the response headers and the body."""
+    request = mcp_request(url, body, headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, response.headers, response.read().decode()

@@ -17,7 +17,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import INITIALIZE, PLUGINS, ROOT, THROUGH_RMCP, all_resource_uris, post, post_initialize
+from conftest import INITIALIZE, PLUGINS, ROOT, THROUGH_RMCP, all_resource_uris, mcp_request, post, post_initialize
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -70,14 +70,8 @@ def answered_or_not_let_in(url, body, headers):
     line (a request left in the listener's backlog, or on a connection the
     stop closed before reading it). An answer cut once begun, or a timeout,
     raises."""
-    request = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
-    )
     try:
-        response = urllib.request.urlopen(request, timeout=30)
+        response = urllib.request.urlopen(mcp_request(url, body, headers), timeout=30)
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
     except urllib.error.URLError as error:
