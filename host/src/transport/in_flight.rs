@@ -1,19 +1,21 @@
 //! The MCP requests an HTTP listener is answering, counted until their
-//! answers are whole (a streamed body until its last frame is sent), so
+//! response bodies are sent whole (or dropped with their connection), so
 //! that a graceful stop can wait for them before it ends the sessions they
-//! run in. A stream that only ends
-//! when the client or the server ends it (a session's `GET` stream, a
-//! 2026-07-28 `subscriptions/listen`) is not counted: it is ended by the stop.
+//! run in. A stream that only ends when the client or the server ends it (a
+//! session's `GET` stream, a 2026-07-28 `subscriptions/listen`) is not
+//! counted: it is ended by the stop.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 
-use axum::body::{Body, HttpBody};
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
-use http_body_util::BodyExt;
+use hyper::body::{Frame, SizeHint};
 use tokio::sync::Notify;
 
 /// The header a 2026-07-28 request names its method in.
@@ -68,17 +70,38 @@ pub async fn count(
     }
     in_flight.count.fetch_add(1, Ordering::AcqRel);
     let counted = Counted(in_flight);
-    let response = next.run(request).await;
-    // A body whole already (a read's JSON) is sent by the connection's own
-    // graceful end; only a body still to come is followed, and a wrapped
-    // body loses its length (hyper would send it chunked).
-    if response.body().size_hint().exact().is_some() {
-        return response;
-    }
-    response.map(|body| {
-        Body::new(body.map_frame(move |frame| {
-            let _until_sent = &counted;
-            frame
-        }))
+    next.run(request).await.map(|body| {
+        Body::new(UntilSent {
+            body,
+            _counted: counted,
+        })
     })
+}
+
+/// A response body that keeps its request counted until it is dropped:
+/// once hyper has sent it whole, or its connection is gone. It passes on
+/// the body's length, so that a whole answer keeps its `Content-Length`.
+struct UntilSent {
+    body: Body,
+    _counted: Counted,
+}
+
+impl HttpBody for UntilSent {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(context)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
