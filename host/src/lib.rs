@@ -3,6 +3,7 @@
 //!
 //! Layers, each depending only on those below it:
 //! - [`transport`]: stdio and Streamable HTTP, and the checks of the wire;
+//!   beside it, [`console`]: the operator's web page on the metrics listener;
 //! - [`protocol`]: MCP requests in, MCP results out (rmcp), era by era, with
 //!   subscriptions and change notifications;
 //! - [`access`]: clients, their tokens and scopes, OAuth access tokens, rate
@@ -23,6 +24,7 @@
 
 pub mod access;
 pub mod catalog;
+pub mod console;
 pub mod contract;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -3,7 +3,8 @@
 //! `promtool` linting the exposition, the probes with and without tokens and
 //! while a cold start compiles, scrapes that need the metrics token,
 //! stderr that stalls without stalling reads, JSON logs that carry no
-//! answer of a plugin, and `resmux top`.
+//! answer of a plugin, `resmux top`, and the console's data for a stdio
+//! server.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -687,4 +688,76 @@ fn the_shipped_catalog_passes_check_and_an_unreachable_api_is_a_warning() {
         report.ends_with("5 passed, 2 warnings, 0 failed\n"),
         "{report}"
     );
+}
+
+#[tokio::test]
+async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
+    let folder = notes_and_liar();
+    let audit = folder.path().join("audit.log");
+    let audit_arg = audit.display().to_string();
+    let (mut server, metrics) = metered(
+        &folder,
+        RawServer::start,
+        &["--audit-log", &audit_arg, "--response-cache-mib", "0"],
+    )
+    .await;
+    let text = server.read_text("notes://notes/welcome").await;
+    assert!(text.starts_with("# Welcome"), "{text}");
+
+    let (status, body) = http_get(&metrics, "/console/api/state", &[]).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let state: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(state["server"]["transport"], "stdio", "{state}");
+    assert_eq!(state["server"]["audited"], true, "{state}");
+    let states: Vec<(&str, &str)> = state["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|plugin| {
+            (
+                plugin["scheme"].as_str().unwrap(),
+                plugin["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(states, [("liar", "serving"), ("notes", "serving")]);
+    let allowed = format!(
+        "local allow read notes://notes/welcome via resources/read: ok, {} bytes",
+        text.len()
+    );
+    let events = state["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|event| event["kind"] == "allowed" && event["text"] == allowed.as_str()),
+        "{state}"
+    );
+
+    // A read from the console answers as MCP does, and is audited as the
+    // console's.
+    let (status, body) =
+        http_get(&metrics, "/console/api/read?uri=notes://notes/welcome", &[]).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let read: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(read["decision"]["guarded"], false, "{read}");
+    assert_eq!(read["result"]["contents"][0]["text"], text, "{read}");
+    let logged = std::fs::read_to_string(&audit).unwrap();
+    let lines: Vec<Value> = logged
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let vias: Vec<&str> = lines
+        .iter()
+        .map(|line| line["via"].as_str().unwrap())
+        .collect();
+    assert_eq!(vias, ["resources/read", "console"], "{logged}");
+
+    // A client's name on a server without tokens names nobody.
+    let (status, body) = http_get(&metrics, "/console/api/resources?as=alice", &[]).unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("no client can be named"), "{body}");
+    // stdout still carries the protocol only.
+    let text = server.read_text("notes://notes/welcome").await;
+    assert!(text.starts_with("# Welcome"), "{text}");
+    server.stop().await.unwrap();
 }

@@ -2,7 +2,8 @@
 //! bridge), subscription and completion, appended to a file the operator
 //! names: when, which client (its name, subject and client id), which
 //! action on which URI, what the access policy decided and by which
-//! policies, how it ended, how many bytes went out.
+//! policies, how it ended, how many bytes went out. Each decision is
+//! shown on the operator's board too.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -92,6 +93,7 @@ impl AuditLog {
         };
         let mut text = serde_json::to_string(&line).expect("an audit line serialises");
         text.push('\n');
+        post(record);
         let mut writer = self
             .writer
             .lock()
@@ -124,6 +126,29 @@ impl AuditLog {
             }
         }
     }
+}
+
+/// Shows an access decision on the operator's board.
+fn post(record: &Record<'_>) {
+    let Some(decision) = record.decision else {
+        return;
+    };
+    let by = match record.policies {
+        [] => String::new(),
+        policies => format!(" by {}", policies.join(", ")),
+    };
+    let text = format!(
+        "{} {} {} {}{by} via {}: {}, {} bytes",
+        record.client,
+        decision,
+        record.action,
+        record.uri,
+        record.via,
+        record.outcome,
+        record.bytes
+    );
+    let scheme = record.uri.split_once("://").map(|(scheme, _)| scheme);
+    crate::telemetry::board().audited(decision == "allow", scheme, text);
 }
 
 impl Writer {

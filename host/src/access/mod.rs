@@ -229,6 +229,17 @@ impl Admission {
             })
     }
 
+    /// The names of the tokens file's clients, in order.
+    pub fn client_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .tokens
+            .values()
+            .map(|client| client.name.to_string())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The access policy every client is guarded by.
     pub fn policy(&self) -> &AccessPolicy {
         &self.policy

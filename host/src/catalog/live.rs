@@ -37,9 +37,10 @@ use tokio::sync::Notify;
 use super::folder_watch::FolderWatch;
 use super::grant_watch::GrantWatch;
 use super::registry::{Remote, current_digest};
-use super::{Entry, Fingerprint, Loaded, Rules, Source, load, scan};
+use super::{Entry, Failure, Fingerprint, Loaded, Rules, Source, load, scan};
 use crate::namespace::Namespace;
 use crate::runtime::Runtime;
+use crate::telemetry::board;
 
 /// Quiet time after the last write before a change is acted on.
 const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -256,8 +257,17 @@ impl LiveFolder {
             .map(|failure| failure.declared_by.as_path())
             .collect();
         for failure in &failures {
-            failure.report();
+            match self.serves(&failure.declared_by) {
+                true => failure.report_not_replaced(),
+                false => failure.report(None),
+            }
         }
+        let declared: Vec<&Path> = entries
+            .iter()
+            .map(|entry| entry.declared_by.as_path())
+            .chain(failed.iter().copied())
+            .collect();
+        board().keep_only(&declared);
         let wanted: BTreeSet<String> = entries.iter().map(|entry| entry.scheme.clone()).collect();
         let gone: Vec<String> = self
             .serving
@@ -288,6 +298,9 @@ impl LiveFolder {
             }
             let declared_by = entry.declared_by.clone();
             let replacing = self.serving.contains_key(&scheme);
+            if !replacing {
+                board().loading(entry.origin());
+            }
             match load(&self.runtime, entry, &self.rules).await {
                 Ok(loaded) => {
                     let settings = loaded.settings();
@@ -296,24 +309,35 @@ impl LiveFolder {
                         .replace(&scheme, loaded.plugin.clone(), settings);
                     match swap {
                         Ok(()) => {
+                            loaded.post();
                             let (_, serving) = serving(&loaded);
                             self.serving.insert(scheme.clone(), serving);
                             let what = if replacing { "replaced" } else { "added" };
                             tracing::info!(scheme, "plugin {what}");
                         }
-                        Err(error) => tracing::error!(scheme, "plugin not mounted: {error}"),
+                        Err(error) => Failure {
+                            declared_by,
+                            error: anyhow::anyhow!("cannot mount it: {error}"),
+                        }
+                        .report(Some(&scheme)),
                     }
                 }
-                Err(error) if replacing => tracing::error!(
-                    plugin = %declared_by.display(),
-                    "plugin not replaced, the previous version keeps serving: {error:#}"
-                ),
-                Err(error) => tracing::error!(
-                    plugin = %declared_by.display(),
-                    "plugin not loaded: {error:#}"
-                ),
+                Err(error) => {
+                    let failure = Failure { declared_by, error };
+                    match replacing {
+                        true => failure.report_not_replaced(),
+                        false => failure.report(Some(&scheme)),
+                    }
+                }
             }
         }
+    }
+
+    /// Whether a plugin declared by `file` serves now.
+    fn serves(&self, file: &Path) -> bool {
+        self.serving
+            .values()
+            .any(|serving| serving.declared_by == file)
     }
 
     /// Watches the paths granted to the plugins now served, and stops

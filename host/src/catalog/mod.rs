@@ -36,9 +36,10 @@ pub use manifest::Manifest;
 pub use registry::{Provenance, Registries, Remote};
 
 use crate::grants::signers::SignatureRules;
-use crate::grants::{Ceiling, files};
+use crate::grants::{Ceiling, Grants, files};
 use crate::namespace::{MountSettings, Namespace, uri};
 use crate::runtime::{Compiled, Runtime, WasmPlugin};
+use crate::telemetry::board::{self, board};
 
 /// How strictly a folder is loaded.
 #[derive(Debug, Clone, Default)]
@@ -125,6 +126,16 @@ impl Entry {
         }
     }
 
+    /// Where it comes from, as the operator's board shows it.
+    pub fn origin(&self) -> board::Origin {
+        board::Origin {
+            file: self.declared_by.clone(),
+            scheme: self.scheme.clone(),
+            manifest: self.manifest_path.clone(),
+            component: self.component.to_string(),
+        }
+    }
+
     /// The folder the manifest's relative paths are taken from.
     pub fn manifest_dir(&self) -> &Path {
         self.manifest_path
@@ -149,6 +160,8 @@ pub struct Loaded {
     pub plugin: Arc<WasmPlugin>,
     /// What it was loaded from, to tell a real change from a touch.
     pub fingerprint: Fingerprint,
+    /// What the operator's board shows of it.
+    pub card: board::Loaded,
 }
 
 /// The bytes a plugin was loaded from: its component's digest and its
@@ -274,6 +287,11 @@ impl Loaded {
     pub fn settings(&self) -> MountSettings {
         self.entry.manifest.mount_settings()
     }
+
+    /// Tells the operator's board that it serves now.
+    pub fn post(&self) {
+        board().serving(self.entry.origin(), self.card.clone());
+    }
 }
 
 /// A plugin that did not load, and why.
@@ -284,13 +302,27 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// Says on stderr which plugin did not load, and why.
-    fn report(&self) {
+    /// Says on stderr, and on the operator's board, which plugin did not
+    /// load, and why.
+    fn report(&self, scheme: Option<&str>) {
         tracing::error!(
             plugin = %self.declared_by.display(),
             "plugin not loaded: {:#}",
             self.error
         );
+        board().failed(&self.declared_by, scheme, &format!("{:#}", self.error));
+    }
+
+    /// Says on stderr, and on the operator's board, that a change of a
+    /// plugin's files was not put in place, and why: its previous version
+    /// keeps serving.
+    fn report_not_replaced(&self) {
+        tracing::error!(
+            plugin = %self.declared_by.display(),
+            "plugin not replaced, the previous version keeps serving: {:#}",
+            self.error
+        );
+        board().not_replaced(&self.declared_by, &format!("{:#}", self.error));
     }
 }
 
@@ -312,6 +344,7 @@ impl Loading {
                 )
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("cannot mount {}", loaded.entry.declared_by.display()))?;
+            loaded.post();
         }
         Ok(())
     }
@@ -566,8 +599,19 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     let mut fingerprint = Fingerprint::with_digest(&entry, compiled.digest.clone(), stamp)?;
     fingerprint.remote_digest = located
         .provenance
-        .map(|provenance| provenance.manifest_digest);
+        .as_ref()
+        .map(|provenance| provenance.manifest_digest.clone());
     let config = entry.manifest.config_pairs()?;
+    let mut card = board::Loaded {
+        sha256: compiled.digest.clone(),
+        pulled: located.provenance.map(|provenance| board::Pulled {
+            manifest_digest: provenance.manifest_digest,
+            signed_by: provenance.signed_by,
+            logged: provenance.logged,
+        }),
+        about: None,
+        grants: described(&grants, &entry.manifest),
+    };
     let plugin = runtime.with_stack(grants.limits.stack_kib)?.plugin(
         &entry.scheme,
         &compiled.component,
@@ -575,6 +619,15 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         config,
     )?;
     plugin.start().await?;
+    // Only for the board, and only when it is shown: a plugin that cannot
+    // say what it is still serves.
+    if board().is_shown() {
+        card.about = plugin
+            .about()
+            .await
+            .ok()
+            .map(|about| (about.name, about.version, about.description));
+    }
     tracing::info!(
         scheme = entry.scheme,
         component = %entry.component,
@@ -587,7 +640,29 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         entry,
         plugin: Arc::new(plugin),
         fingerprint,
+        card,
     })
+}
+
+/// Each section of `grants` (limits among them) and the manifest's limits
+/// on answers, as `resmux inspect` prints them.
+fn described(grants: &Grants, manifest: &Manifest) -> Vec<(String, Vec<String>)> {
+    let answers = manifest.limits.answers;
+    grants
+        .each()
+        .iter()
+        .map(|grant| {
+            let (section, lines) = grant.describe();
+            (section.to_owned(), lines)
+        })
+        .chain([(
+            "answers".to_owned(),
+            vec![format!(
+                "{} bytes per read, {} entries per page, {} bytes per string",
+                answers.max_read_bytes, answers.max_page_entries, answers.max_string_bytes
+            )],
+        )])
+        .collect()
 }
 
 /// Loads every plugin of `folder`, as many at once as there are cores, and
@@ -608,7 +683,7 @@ pub async fn load_folder(runtime: &Runtime, folder: &Path, rules: &Rules) -> Res
     })
     .await;
     for failure in &loading.failures {
-        failure.report();
+        failure.report(None);
     }
     if rules.locked && !loading.failures.is_empty() {
         bail!(

@@ -20,6 +20,7 @@ use super::{Entry, Failure, Loaded, Loading, Rules, at_once, load_each, scan};
 use crate::grants::files;
 use crate::namespace::Namespace;
 use crate::runtime::Runtime;
+use crate::telemetry::board;
 
 /// A folder's plugins, expected by a namespace, that are still to load.
 pub struct Expected {
@@ -36,10 +37,11 @@ pub fn expect_folder(folder: &Path, namespace: &Namespace) -> Result<Expected> {
     files::remove_stale_folders();
     let (entries, failures) = scan(folder)?;
     for failure in &failures {
-        failure.report();
+        failure.report(None);
     }
     for entry in &entries {
         namespace.expect_plugin(&entry.scheme);
+        board().loading(entry.origin());
     }
     Ok(Expected {
         entries,
@@ -153,6 +155,7 @@ fn arrive(
     let failure = match outcome {
         Ok(loaded) => match namespace.mount(scheme, loaded.plugin.clone(), loaded.settings()) {
             Ok(()) => {
+                loaded.post();
                 loading.loaded.push(loaded);
                 return;
             }
@@ -163,7 +166,7 @@ fn arrive(
         },
         Err(failure) => failure,
     };
-    failure.report();
+    failure.report(Some(scheme));
     let reason = format!("{}: {:#}", failure.declared_by.display(), failure.error);
     namespace.plugin_not_loaded(scheme, &reason);
     loading.failures.push(failure);

@@ -25,13 +25,16 @@ use resmux::access::audit::AuditLog;
 use resmux::access::shared_limits::SharedLimits;
 use resmux::access::{AccessList, Admission, ResourceServer};
 use resmux::catalog::{self, Loading, startup};
+use resmux::console::{Console, Served};
 use resmux::grants::Ceiling;
 use resmux::namespace::cursor::{self, CursorSeal};
 use resmux::namespace::{Namespace, changes};
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use resmux::telemetry::logs::LogFormat;
-use resmux::transport::{self, ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions};
+use resmux::transport::{
+    self, ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions, OperatorRoutes,
+};
 
 /// Entries of one listing page, unless --page-size says otherwise.
 const DEFAULT_PAGE_SIZE: u32 = 100;
@@ -131,13 +134,15 @@ pub enum Command {
         /// Memory for answers kept within their cache hint, in MiB; 0 keeps none.
         #[arg(long, default_value_t = 64)]
         response_cache_mib: u64,
-        /// Serve Prometheus metrics at http://ADDR/metrics, and the probes
-        /// /healthz and /readyz, on a listener of their own (the probes
-        /// never need a token).
+        /// Serve Prometheus metrics at http://ADDR/metrics, the operator's
+        /// console at http://ADDR/console, and the probes /healthz and
+        /// /readyz, on a listener of their own (the probes never need a
+        /// token).
         #[arg(long, env = "RESMUX_METRICS")]
         metrics: Option<std::net::SocketAddr>,
-        /// A file holding the bearer token scrapes of /metrics must carry
-        /// (Prometheus: `authorization: { credentials_file: FILE }`).
+        /// A file holding the bearer token scrapes of /metrics and the
+        /// console's data must carry (Prometheus: `authorization: {
+        /// credentials_file: FILE }`).
         #[arg(long, env = "RESMUX_METRICS_TOKEN_FILE", requires = "metrics")]
         metrics_token_file: Option<PathBuf>,
         /// A file of cursor secrets, one a line (32 bytes or more each):
@@ -734,9 +739,6 @@ async fn serve(
     http: Option<HttpOptions>,
     options: ServeOptions,
 ) -> Result<()> {
-    if let Some(address) = options.metrics {
-        transport::serve_metrics(address, options.metrics_token.as_deref()).await?;
-    }
     let rules = folder.rules.rules()?;
     // In locked mode nothing is served unaudited.
     let audit = options
@@ -746,6 +748,33 @@ async fn serve(
         .transpose()?;
     let namespace =
         Arc::new(Namespace::new(folder.page_size as usize).with_cursor_seal(options.cursor_seal));
+    let cache = (options.response_cache_bytes > 0)
+        .then(|| ResponseCache::new(options.response_cache_bytes, &namespace));
+    let server = ResmuxServer::new(
+        namespace.clone(),
+        protocol::Options {
+            tool_bridge: options.tool_bridge,
+            audit,
+            cache,
+        },
+    );
+    if let Some(address) = options.metrics {
+        let console = Console::new(Served {
+            server: server.clone(),
+            admission: http.as_ref().and_then(|http| http.access.clone()),
+            folder: folder.plugins.clone(),
+            transport: if http.is_some() { "http" } else { "stdio" },
+            audited: options.audit_log.is_some(),
+            allowed_hosts: http
+                .as_ref()
+                .map_or_else(Vec::new, |http| http.allowed_hosts.clone()),
+        });
+        let routes = OperatorRoutes {
+            open: Console::assets(),
+            guarded: console.api(),
+        };
+        transport::serve_metrics(address, options.metrics_token.as_deref(), routes).await?;
+    }
     let arriving = if rules.locked {
         let loading = load_all(&folder, &runtime, &rules, &namespace).await?;
         all_arrived(&folder.plugins, runtime, rules, &namespace, &loading)?;
@@ -754,16 +783,6 @@ async fn serve(
         start_loading(&folder.plugins, runtime, rules, &namespace).await?
     };
     changes::spawn_poller(&namespace);
-    let cache = (options.response_cache_bytes > 0)
-        .then(|| ResponseCache::new(options.response_cache_bytes, &namespace));
-    let server = ResmuxServer::new(
-        namespace,
-        protocol::Options {
-            tool_bridge: options.tool_bridge,
-            audit,
-            cache,
-        },
-    );
     let server = Observed::new(server, options.trace_uris);
     let serving = async move {
         match http {

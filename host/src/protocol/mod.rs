@@ -38,12 +38,14 @@ mod cache;
 mod guarded;
 mod notify;
 mod observed;
+mod operator;
 mod tools;
 
 use cache::Paged;
 pub use cache::ResponseCache;
 use guarded::{hide, readable_part, unseen};
 pub use observed::Observed;
+pub use operator::read_decision;
 
 use notify::{ListenStreams, MAX_SUBSCRIPTIONS_PER_SESSION, Session};
 
@@ -103,18 +105,30 @@ impl ResmuxServer {
     /// the client's scope decides, then the namespace; recorded in the audit
     /// log either way, under the URI as parsed when it parses.
     async fn read(&self, client: &Client, uri: &str, via: &str) -> Result<Read, ReadRefusal> {
+        let admitted = client.admit_read().await;
+        if admitted.is_err() {
+            crate::telemetry::metrics()
+                .rate_limited
+                .get_or_create(&ClientLabel {
+                    client: client.metrics_label().to_owned(),
+                })
+                .inc();
+        }
+        self.read_admitted(client, uri, via, admitted).await
+    }
+
+    /// [`Self::read`] once the rate limit said `admitted`.
+    async fn read_admitted(
+        &self,
+        client: &Client,
+        uri: &str,
+        via: &str,
+        admitted: Result<(), String>,
+    ) -> Result<Read, ReadRefusal> {
         let mut verdict = None;
         let parsed_uri = parse_uri(uri);
-        let outcome = match client.admit_read().await {
-            Err(refusal) => {
-                crate::telemetry::metrics()
-                    .rate_limited
-                    .get_or_create(&ClientLabel {
-                        client: client.metrics_label().to_owned(),
-                    })
-                    .inc();
-                Err(ReadRefusal::RateLimited(refusal))
-            }
+        let outcome = match admitted {
+            Err(refusal) => Err(ReadRefusal::RateLimited(refusal)),
             Ok(()) => match &parsed_uri {
                 Ok(parsed) => {
                     let decided = client.scope.decide(Action::Read, || parsed.canonical());
@@ -229,6 +243,45 @@ impl ResmuxServer {
         Ok(page)
     }
 
+    /// One page of resources as `client` lists them, with the page's cache
+    /// hint.
+    async fn resources_for(
+        &self,
+        client: &Client,
+        cursor: Option<&str>,
+    ) -> Result<(ListResourcesResult, CacheHint), ErrorData> {
+        let page = self
+            .page(client, cursor, self.namespace.list(cursor, &client.scope))
+            .await
+            .map_err(error_data)?;
+        let mut result =
+            ListResourcesResult::with_all_items(page.items.into_iter().map(resource).collect());
+        result.next_cursor = page.next_cursor;
+        Ok((result, page.cache))
+    }
+
+    /// One page of templates as `client` lists them, with the page's cache
+    /// hint.
+    async fn templates_for(
+        &self,
+        client: &Client,
+        cursor: Option<&str>,
+    ) -> Result<(ListResourceTemplatesResult, CacheHint), ErrorData> {
+        let page = self
+            .page(
+                client,
+                cursor,
+                self.namespace.templates(cursor, &client.scope),
+            )
+            .await
+            .map_err(error_data)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(
+            page.items.into_iter().map(template).collect(),
+        );
+        result.next_cursor = page.next_cursor;
+        Ok((result, page.cache))
+    }
+
     /// Completes `argument` of `template_uri` for `client`, if its scope
     /// permits; the decision is audited.
     async fn complete_for(
@@ -330,18 +383,8 @@ impl ServerHandler for ResmuxServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let cursor = request.and_then(|request| request.cursor);
         let client = client_of(&context.extensions);
-        let page = self
-            .page(
-                &client,
-                cursor.as_deref(),
-                self.namespace.list(cursor.as_deref(), &client.scope),
-            )
-            .await
-            .map_err(error_data)?;
-        let mut result =
-            ListResourcesResult::with_all_items(page.items.into_iter().map(resource).collect());
-        result.next_cursor = page.next_cursor;
-        if let Some((ttl_ms, scope)) = cache_fields(&context, page.cache) {
+        let (mut result, cache) = self.resources_for(&client, cursor.as_deref()).await?;
+        if let Some((ttl_ms, scope)) = cache_fields(&context, cache) {
             result = result.with_ttl_ms(ttl_ms).with_cache_scope(scope);
         }
         Ok(result)
@@ -354,19 +397,8 @@ impl ServerHandler for ResmuxServer {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let cursor = request.and_then(|request| request.cursor);
         let client = client_of(&context.extensions);
-        let page = self
-            .page(
-                &client,
-                cursor.as_deref(),
-                self.namespace.templates(cursor.as_deref(), &client.scope),
-            )
-            .await
-            .map_err(error_data)?;
-        let mut result = ListResourceTemplatesResult::with_all_items(
-            page.items.into_iter().map(template).collect(),
-        );
-        result.next_cursor = page.next_cursor;
-        if let Some((ttl_ms, scope)) = cache_fields(&context, page.cache) {
+        let (mut result, cache) = self.templates_for(&client, cursor.as_deref()).await?;
+        if let Some((ttl_ms, scope)) = cache_fields(&context, cache) {
             result = result.with_ttl_ms(ttl_ms).with_cache_scope(scope);
         }
         Ok(result)

@@ -424,6 +424,7 @@ impl WasmPlugin {
                         "quarantined for {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
                         backoff.as_millis()
                     );
+                    crate::telemetry::board().quarantined(&shared.name, path, backoff, message);
                 }
                 Ended::Faulted(*kind)
             }

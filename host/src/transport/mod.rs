@@ -20,7 +20,7 @@ pub(crate) mod stdio;
 pub use connections::ConnectionLimits;
 pub use http::{DEFAULT_SESSION_IDLE, HttpOptions, serve_http};
 pub use listener::HEADER_TIMEOUT;
-pub use observe::{mark_ready, read_metrics_token, serve_metrics};
+pub use observe::{OperatorRoutes, mark_ready, read_metrics_token, serve_metrics};
 
 use std::sync::Arc;
 

@@ -3,7 +3,9 @@
 //! MCP port and its tokens, and the probes `/healthz` (the process serves)
 //! and `/readyz` (the plugin folder is loaded), which the MCP port answers
 //! too. The probes need no token and carry no data; `/metrics` needs the
-//! metrics token as a bearer token when the operator sets one. The listener
+//! metrics token as a bearer token when the operator sets one, and so does
+//! the data of the operator's console, whose page it serves too
+//! ([`OperatorRoutes`]). The listener
 //! is bounded like the MCP port (header timeout, paced bodies, connections
 //! in all and per source), so a flood from one source leaves the probes
 //! answering.
@@ -66,15 +68,29 @@ pub fn read_metrics_token(path: &Path) -> Result<String> {
     Ok(token.to_owned())
 }
 
-/// Listens on `address` for scrapes and probes, for as long as the process
-/// runs; scrapes must carry `token` as their bearer token when it is given.
-/// Returns once it listens.
-pub async fn serve_metrics(address: SocketAddr, token: Option<&str>) -> Result<SocketAddr> {
+/// What the operator's listener serves besides the metrics and the probes:
+/// routes open to whoever reaches it, and routes behind the metrics token.
+#[derive(Default)]
+pub struct OperatorRoutes {
+    pub open: axum::Router,
+    pub guarded: axum::Router,
+}
+
+/// Listens on `address` for scrapes and probes and the `extra` routes, for
+/// as long as the process runs; scrapes and the guarded routes must carry
+/// `token` as their bearer token when it is given. Returns once it listens.
+pub async fn serve_metrics(
+    address: SocketAddr,
+    token: Option<&str>,
+    extra: OperatorRoutes,
+) -> Result<SocketAddr> {
     let listener = TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen for metrics on {address}"))?;
     let bound = listener.local_addr()?;
-    let mut scrapes = axum::Router::new().route("/metrics", get(scrape));
+    let mut scrapes = axum::Router::new()
+        .route("/metrics", get(scrape))
+        .merge(extra.guarded);
     if let Some(token) = token {
         let expected = blake3::hash(token.as_bytes());
         scrapes = scrapes.route_layer(axum::middleware::from_fn_with_state(
@@ -82,18 +98,21 @@ pub async fn serve_metrics(address: SocketAddr, token: Option<&str>) -> Result<S
             require_token,
         ));
     }
-    let router = probes().merge(scrapes);
+    let router = probes().merge(scrapes).merge(extra.open);
     tokio::spawn(accept(
         listener,
         router,
         ConnectionLimits::new(MAX_CONNECTIONS, None),
         std::future::pending(),
     ));
-    tracing::info!("serving metrics at http://{bound}/metrics, probes at /healthz and /readyz");
+    tracing::info!(
+        "serving metrics at http://{bound}/metrics, the console at http://{bound}/console, probes at /healthz and /readyz"
+    );
     Ok(bound)
 }
 
-/// Lets a scrape through only with the metrics token as its bearer token.
+/// Lets a scrape, or a request for the console's data, through only with
+/// the metrics token as its bearer token.
 /// The presented token is hashed and compared in constant time
 /// (`blake3::Hash`'s `==`): how long the check takes tells nothing of the
 /// token.
@@ -110,13 +129,14 @@ async fn require_token(
         Some(_) => "the bearer token is not the metrics token",
         None => "no bearer token",
     };
+    let path = request.uri().path();
     // At debug: the scraper is told why, and a flood of refused scrapes
     // must not flood the log.
-    tracing::debug!("refused a scrape of /metrics: {reason}");
+    tracing::debug!("refused a request for {path}: {reason}");
     (
         StatusCode::UNAUTHORIZED,
         [(header::WWW_AUTHENTICATE, "Bearer realm=\"resmux-metrics\"")],
-        format!("/metrics needs the metrics token as a bearer token: {reason}\n"),
+        format!("{path} needs the metrics token as a bearer token: {reason}\n"),
     )
         .into_response()
 }

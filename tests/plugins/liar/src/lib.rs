@@ -8,7 +8,8 @@
 //! open files, returns
 //! endless error text, recurses without end, panics, and poisons its own
 //! instance before it traps (and, for benches, answers `bytes/N` honestly
-//! with N bytes of text it makes). It locates resources in files it was not
+//! with N bytes of text it makes). It describes itself with markup that
+//! holds script, and its entries with whatever text it is configured to. It locates resources in files it was not
 //! granted, behind symlinks, in FIFOs and in files too large for it. The
 //! host must pass on only what is valid, keep what it prints out of the
 //! protocol stream, let it reach only what it was granted, and never call an
@@ -39,6 +40,12 @@ static CONNECT_TO: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// on, `SIZE` to a page. `hostile/KIND` answers honestly but for one kind
 /// of answer, which breaks the contract ([`hostile`]).
 static LIST_MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// What the plugin says it is (`about` runs before `init`, so this is no
+/// config key): markup with script, which a console must show as text.
+const ABOUT: &str = "Breaks the contract on purpose, for tests \
+    <script>window.pwned = 1; document.title = \"pwned\"</script><img src=x onerror=\"window.pwned = 2\">";
+/// What its listed entries say they are: config key `describe`.
+static DESCRIBE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// Reads this instance has served, which `liar://count` tells.
 static READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 /// Files `liar://keep-open/N/PATH` opened and keeps open between calls.
@@ -79,7 +86,7 @@ impl Guest for Liar {
         PluginInfo {
             name: "liar".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            description: "Breaks the contract on purpose, for tests".into(),
+            description: ABOUT.into(),
         }
     }
 
@@ -89,6 +96,7 @@ impl Guest for Liar {
                 "fetch" => drop(FETCH_URL.set(value)),
                 "connect" => drop(CONNECT_TO.set(value)),
                 "list" => drop(LIST_MODE.set(value)),
+                "describe" => drop(DESCRIBE.set(value)),
                 _ => {}
             }
         }
@@ -767,7 +775,7 @@ fn resource(path: &str, mime_type: Option<&str>) -> Resource {
         path: path.into(),
         name: "lie".into(),
         title: None,
-        description: None,
+        description: DESCRIBE.get().cloned(),
         mime_type: mime_type.map(Into::into),
         size: None,
         annotations: None,

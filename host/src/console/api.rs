@@ -1,0 +1,417 @@
+//! The console's data, as JSON: `state` (the server, every plugin's card
+//! with its live figures, the events after the one the page has), and the
+//! namespace as a client sees it: `resources` and `templates` (as MCP lists
+//! them), and `read` (as MCP answers it, with the access decision behind
+//! it). A client is named `as` a tokens-file client, or `oauth:SUBJECT`
+//! with its `groups` (comma-separated), exactly as `resmux policy check`
+//! names it; no name is the operator's own view, where nothing is hidden.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::model::ErrorData;
+use serde::{Deserialize, Serialize};
+
+use super::Console;
+use crate::access::Client;
+use crate::protocol::read_decision;
+use crate::telemetry::board::{self, Card, State as CardState, board};
+use crate::telemetry::figures::Row;
+
+/// The most entries one `resources` or `templates` answer gathers, page
+/// after page, before it hands the page a cursor to go on from.
+const MOST_LISTED: usize = 500;
+
+pub fn routes(console: Arc<Console>) -> axum::Router {
+    axum::Router::new()
+        .route("/console/api/state", get(state))
+        .route("/console/api/resources", get(resources))
+        .route("/console/api/templates", get(templates))
+        .route("/console/api/read", get(read))
+        .with_state(console)
+}
+
+#[derive(Deserialize)]
+struct Since {
+    #[serde(default)]
+    after: u64,
+}
+
+#[derive(Serialize)]
+struct StateView {
+    server: ServerView,
+    plugins: Vec<PluginView>,
+    events: Vec<EventView>,
+    /// The tokens file's clients, and whether an issuer's clients may
+    /// connect too: whom the namespace may be viewed as.
+    clients: Vec<String>,
+    oauth: bool,
+}
+
+#[derive(Serialize)]
+struct ServerView {
+    version: &'static str,
+    transport: &'static str,
+    folder: String,
+    audited: bool,
+    started_ms: u64,
+    now_ms: u64,
+    /// How many seconds the figures span.
+    window_s: f64,
+}
+
+#[derive(Serialize)]
+struct PluginView {
+    scheme: String,
+    file: String,
+    manifest: Option<String>,
+    component: String,
+    /// `loading`, `serving`, `quarantined` or `failed`.
+    state: &'static str,
+    since_ms: u64,
+    error: Option<String>,
+    not_replaced: Option<String>,
+    quarantine: Option<QuarantineView>,
+    path_quarantine: Option<QuarantineView>,
+    sha256: Option<String>,
+    pulled: Option<String>,
+    signed_by: Option<String>,
+    logged: Option<bool>,
+    about: Option<AboutView>,
+    grants: Vec<GrantView>,
+    figures: Option<FiguresView>,
+}
+
+#[derive(Serialize)]
+struct QuarantineView {
+    path: Option<String>,
+    until_ms: u64,
+    reason: String,
+    in_force: bool,
+}
+
+#[derive(Serialize)]
+struct AboutView {
+    name: String,
+    version: String,
+    description: String,
+}
+
+#[derive(Serialize)]
+struct GrantView {
+    section: String,
+    lines: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct FiguresView {
+    calls_per_second: f64,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+    faults: f64,
+    faults_by_kind: BTreeMap<String, f64>,
+    cpu_per_second: f64,
+    instances: f64,
+    idle_instances: f64,
+    peak_memory_bytes: f64,
+}
+
+#[derive(Serialize)]
+struct EventView {
+    id: u64,
+    at_ms: u64,
+    kind: &'static str,
+    scheme: Option<String>,
+    text: String,
+}
+
+async fn state(State(console): State<Arc<Console>>, Query(since): Query<Since>) -> Response {
+    let (figures, window) = console.figures().await;
+    let mut rows = figures.rows;
+    let plugins = board()
+        .cards()
+        .into_iter()
+        .map(|card| {
+            let row = rows.remove(&card.origin.scheme);
+            plugin_view(card, row)
+        })
+        .collect();
+    let events = board()
+        .events()
+        .into_iter()
+        .filter(|event| event.id > since.after)
+        .map(|event| EventView {
+            id: event.id,
+            at_ms: millis(event.at),
+            kind: event.kind.name(),
+            scheme: event.scheme,
+            text: event.text,
+        })
+        .collect();
+    let admission = console.admission.as_deref();
+    Json(StateView {
+        server: ServerView {
+            version: env!("CARGO_PKG_VERSION"),
+            transport: console.transport,
+            folder: console.folder.display().to_string(),
+            audited: console.audited,
+            started_ms: millis(console.started),
+            now_ms: millis(SystemTime::now()),
+            window_s: window.as_secs_f64(),
+        },
+        plugins,
+        events,
+        clients: admission.map_or_else(Vec::new, |admission| admission.client_names()),
+        oauth: admission.is_some_and(|admission| admission.oauth.is_some()),
+    })
+    .into_response()
+}
+
+fn plugin_view(card: Card, row: Option<Row>) -> PluginView {
+    let state = match &card.state {
+        CardState::Loading => "loading",
+        CardState::Serving if card.quarantined_now().is_some() => "quarantined",
+        CardState::Serving => "serving",
+        CardState::Failed(_) => "failed",
+    };
+    let error = match &card.state {
+        CardState::Failed(reason) => Some(reason.clone()),
+        _ => None,
+    };
+    let loaded = card.loaded.unwrap_or_default();
+    let pulled = loaded.pulled;
+    PluginView {
+        scheme: card.origin.scheme,
+        file: card.origin.file.display().to_string(),
+        manifest: card
+            .origin
+            .manifest
+            .map(|manifest| manifest.display().to_string()),
+        component: card.origin.component,
+        state,
+        since_ms: millis(card.since),
+        error,
+        not_replaced: card.not_replaced,
+        quarantine: card.quarantine.map(quarantine_view),
+        path_quarantine: card.path_quarantine.map(quarantine_view),
+        sha256: (!loaded.sha256.is_empty()).then_some(loaded.sha256),
+        pulled: pulled.as_ref().map(|pulled| pulled.manifest_digest.clone()),
+        signed_by: pulled.as_ref().map(|pulled| pulled.signed_by.clone()),
+        logged: pulled.as_ref().map(|pulled| pulled.logged),
+        about: loaded.about.map(|(name, version, description)| AboutView {
+            name,
+            version,
+            description,
+        }),
+        grants: loaded
+            .grants
+            .into_iter()
+            .map(|(section, lines)| GrantView { section, lines })
+            .collect(),
+        figures: row.map(|row| FiguresView {
+            calls_per_second: row.calls_per_second,
+            p50_ms: row.p50.map(|seconds| seconds * 1000.0),
+            p99_ms: row.p99.map(|seconds| seconds * 1000.0),
+            faults: row.faults,
+            faults_by_kind: row.faults_by_kind,
+            cpu_per_second: row.cpu_per_second,
+            instances: row.instances,
+            idle_instances: row.idle_instances,
+            peak_memory_bytes: row.peak_memory_bytes,
+        }),
+    }
+}
+
+fn quarantine_view(quarantine: board::Quarantine) -> QuarantineView {
+    QuarantineView {
+        path: quarantine.path,
+        until_ms: millis(quarantine.until),
+        in_force: quarantine.until > SystemTime::now(),
+        reason: quarantine.reason,
+    }
+}
+
+fn millis(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_millis() as u64
+}
+
+/// Whom the namespace is viewed as.
+#[derive(Deserialize)]
+struct Viewer {
+    /// A tokens-file client, or `oauth:SUBJECT`; none for the operator.
+    #[serde(default, rename = "as")]
+    name: String,
+    /// An issuer's client's groups, comma-separated.
+    #[serde(default)]
+    groups: String,
+}
+
+impl Viewer {
+    fn client(&self, console: &Console) -> Result<Client, String> {
+        if self.name.is_empty() {
+            return Ok(Client::local());
+        }
+        let Some(admission) = &console.admission else {
+            return Err(
+                "no client can be named: the server has no tokens file (--tokens) and no auth file (--auth)"
+                    .to_owned(),
+            );
+        };
+        let groups: BTreeSet<String> = self
+            .groups
+            .split(',')
+            .map(str::trim)
+            .filter(|group| !group.is_empty())
+            .map(str::to_owned)
+            .collect();
+        admission
+            .client_named(&self.name, groups, BTreeSet::new(), None)
+            .map_err(|error| format!("{error:#}"))
+    }
+}
+
+fn refused(reason: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(serde_json::json!({ "error": reason })),
+    )
+        .into_response()
+}
+
+#[derive(Deserialize)]
+struct Listing {
+    #[serde(flatten)]
+    viewer: Viewer,
+    cursor: Option<String>,
+}
+
+/// The error an MCP client would get, as the page shows it.
+fn mcp_error(error: ErrorData) -> Response {
+    (
+        StatusCode::OK,
+        Json(serde_json::json!({ "mcp_error": error })),
+    )
+        .into_response()
+}
+
+/// What a listing answer lists.
+#[derive(Clone, Copy)]
+enum Listed {
+    Resources,
+    Templates,
+}
+
+impl Listed {
+    /// The field of MCP's result that holds the entries.
+    fn field(self) -> &'static str {
+        match self {
+            Self::Resources => "resources",
+            Self::Templates => "resourceTemplates",
+        }
+    }
+
+    /// One page as `client` lists it: its entries and its next cursor.
+    async fn page(
+        self,
+        console: &Console,
+        client: &Client,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<serde_json::Value>, Option<String>), ErrorData> {
+        let (entries, next) = match self {
+            Self::Resources => {
+                let page = console.server.resources_seen_by(client, cursor).await?;
+                (serde_json::to_value(page.resources), page.next_cursor)
+            }
+            Self::Templates => {
+                let page = console.server.templates_seen_by(client, cursor).await?;
+                (
+                    serde_json::to_value(page.resource_templates),
+                    page.next_cursor,
+                )
+            }
+        };
+        let entries = match entries {
+            Ok(serde_json::Value::Array(entries)) => entries,
+            _ => Vec::new(),
+        };
+        Ok((entries, next))
+    }
+}
+
+async fn resources(
+    State(console): State<Arc<Console>>,
+    Query(listing): Query<Listing>,
+) -> Response {
+    list(&console, listing, Listed::Resources).await
+}
+
+async fn templates(
+    State(console): State<Arc<Console>>,
+    Query(listing): Query<Listing>,
+) -> Response {
+    list(&console, listing, Listed::Templates).await
+}
+
+/// The entries `listed` as the viewer lists them, page after page from
+/// the listing's cursor, up to [`MOST_LISTED`], with the cursor to go on
+/// from.
+async fn list(console: &Console, listing: Listing, listed: Listed) -> Response {
+    let client = match listing.viewer.client(console) {
+        Ok(client) => client,
+        Err(reason) => return refused(&reason),
+    };
+    let mut cursor = listing.cursor;
+    let mut entries = Vec::new();
+    loop {
+        match listed.page(console, &client, cursor.as_deref()).await {
+            Ok((page, next)) => {
+                entries.extend(page);
+                cursor = next;
+            }
+            Err(error) => return mcp_error(error),
+        }
+        if cursor.is_none() || entries.len() >= MOST_LISTED {
+            break;
+        }
+    }
+    let mut answer = serde_json::Map::new();
+    answer.insert(listed.field().to_owned(), entries.into());
+    answer.insert("nextCursor".to_owned(), cursor.into());
+    Json(answer).into_response()
+}
+
+#[derive(Deserialize)]
+struct Reading {
+    #[serde(flatten)]
+    viewer: Viewer,
+    uri: String,
+}
+
+async fn read(State(console): State<Arc<Console>>, Query(reading): Query<Reading>) -> Response {
+    let client = match reading.viewer.client(&console) {
+        Ok(client) => client,
+        Err(reason) => return refused(&reason),
+    };
+    let verdict = match read_decision(&client, &reading.uri) {
+        Ok(verdict) => verdict,
+        Err(error) => return mcp_error(error),
+    };
+    let decision = serde_json::json!({
+        "permitted": verdict.permitted,
+        "by": verdict.by,
+        "guarded": client.scope.is_guarded(),
+    });
+    match console.server.read_seen_by(&client, &reading.uri).await {
+        Ok(result) => Json(serde_json::json!({ "decision": decision, "result": result })),
+        Err(error) => Json(serde_json::json!({ "decision": decision, "mcp_error": error })),
+    }
+    .into_response()
+}

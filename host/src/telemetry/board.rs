@@ -1,0 +1,432 @@
+//! The operator's board: what each plugin of the folder is now (loading,
+//! serving, failed to load, quarantined), where it came from and what it is
+//! granted, and the recent events of the folder and the audit log. The
+//! catalog, the runtime and the audit log write to it as things happen; the
+//! console reads it. It holds one card per plugin file the folder declares
+//! and a bounded list of events, and does nothing on its own: an idle
+//! server's board costs nothing.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+/// Events kept; the oldest go first.
+const EVENTS_KEPT: usize = 200;
+/// The most of one text from a plugin or an error a card or an event keeps.
+const TEXT_KEPT: usize = 2048;
+
+/// The board of this process.
+pub fn board() -> &'static Board {
+    static BOARD: LazyLock<Board> = LazyLock::new(Board::default);
+    &BOARD
+}
+
+/// Every plugin's card, and the recent events.
+#[derive(Default)]
+pub struct Board {
+    inner: Mutex<Inner>,
+    /// Whether anyone looks at the board: only then is a plugin asked
+    /// what it is as it loads.
+    shown: AtomicBool,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// By the file that declares the plugin.
+    cards: BTreeMap<PathBuf, Card>,
+    events: VecDeque<Event>,
+    next_event: u64,
+}
+
+/// Where a plugin comes from, as the folder declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// Its `.wasm`, or its `.toml` when it has no `.wasm` of its own.
+    pub file: PathBuf,
+    pub scheme: String,
+    pub manifest: Option<PathBuf>,
+    /// Its component: a file's path, or `oci` and a registry reference.
+    pub component: String,
+}
+
+/// What a loaded plugin is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Loaded {
+    /// The SHA-256 of its component's bytes.
+    pub sha256: String,
+    /// For a component pulled from a registry: the digest of its OCI
+    /// manifest, who signed it, and whether the signature has a checked
+    /// transparency-log entry.
+    pub pulled: Option<Pulled>,
+    /// What the plugin says of itself: name, version, description.
+    pub about: Option<(String, String, String)>,
+    /// Its grants and limits, by section, as `resmux inspect` prints them
+    /// (never a secret's value).
+    pub grants: Vec<(String, Vec<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pulled {
+    pub manifest_digest: String,
+    pub signed_by: String,
+    pub logged: bool,
+}
+
+/// What a plugin is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// Expected, its component being compiled or pulled.
+    Loading,
+    Serving,
+    /// It did not load, for this reason (which names its file).
+    Failed(String),
+}
+
+/// One quarantine: of the whole plugin, or of one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantine {
+    pub path: Option<String>,
+    pub until: SystemTime,
+    /// The fault that started it.
+    pub reason: String,
+}
+
+/// One plugin, as the board shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Card {
+    pub origin: Origin,
+    pub state: State,
+    /// Since when it is in its state.
+    pub since: SystemTime,
+    /// What it is, once it loaded.
+    pub loaded: Option<Loaded>,
+    /// Why the last change of its files was not put in place, while the
+    /// version before keeps serving.
+    pub not_replaced: Option<String>,
+    /// Its latest quarantine of the whole plugin, and of one path.
+    pub quarantine: Option<Quarantine>,
+    pub path_quarantine: Option<Quarantine>,
+}
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Added,
+    Replaced,
+    Removed,
+    /// A plugin, or a change of its files, refused.
+    Refused,
+    Quarantined,
+    /// An access decision of the audit log: allowed.
+    Allowed,
+    /// An access decision of the audit log: denied.
+    Denied,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Added => "added",
+            Self::Replaced => "replaced",
+            Self::Removed => "removed",
+            Self::Refused => "refused",
+            Self::Quarantined => "quarantined",
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+        }
+    }
+}
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Rises by one each event.
+    pub id: u64,
+    pub at: SystemTime,
+    pub kind: Kind,
+    /// The plugin's scheme, when it is about one.
+    pub scheme: Option<String>,
+    pub text: String,
+}
+
+impl Board {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Someone looks at the board from now on (the console is on).
+    pub fn show(&self) {
+        self.shown.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether someone looks at the board.
+    pub fn is_shown(&self) -> bool {
+        self.shown.load(Ordering::Relaxed)
+    }
+
+    /// The plugin `origin` is expected and loading.
+    pub fn loading(&self, origin: Origin) {
+        let mut inner = self.lock();
+        let card = inner.card(origin);
+        card.state = State::Loading;
+        card.since = SystemTime::now();
+    }
+
+    /// The plugin `origin` serves, as `loaded`, in place of whatever
+    /// served before.
+    pub fn serving(&self, origin: Origin, loaded: Loaded) {
+        let mut inner = self.lock();
+        let scheme = origin.scheme.clone();
+        let card = inner.card(origin);
+        let kind = match card.loaded.is_some() {
+            true => Kind::Replaced,
+            false => Kind::Added,
+        };
+        let text = format!("{} serves {}://", card.origin.component, scheme);
+        *card = Card {
+            state: State::Serving,
+            since: SystemTime::now(),
+            loaded: Some(loaded),
+            not_replaced: None,
+            quarantine: None,
+            path_quarantine: None,
+            origin: card.origin.clone(),
+        };
+        inner.record(kind, Some(scheme), text);
+    }
+
+    /// The plugin declared by `file` did not load, for `reason`; its
+    /// scheme, when it is not known, is taken to be the file's stem, as a
+    /// manifest without `scheme` would have it.
+    pub fn failed(&self, file: &Path, scheme: Option<&str>, reason: &str) {
+        let mut inner = self.lock();
+        let scheme = scheme
+            .map(str::to_owned)
+            .or_else(|| inner.cards.get(file).map(|card| card.origin.scheme.clone()))
+            .unwrap_or_else(|| {
+                file.file_stem()
+                    .map_or_else(String::new, |stem| stem.to_string_lossy().to_lowercase())
+            });
+        let card = inner.card_of(file);
+        if card.origin.file.as_os_str().is_empty() {
+            card.origin = Origin {
+                file: file.to_owned(),
+                scheme: scheme.clone(),
+                manifest: None,
+                component: file.display().to_string(),
+            };
+        }
+        card.state = State::Failed(kept(reason));
+        card.since = SystemTime::now();
+        card.loaded = None;
+        inner.record(Kind::Refused, Some(scheme), kept(reason));
+    }
+
+    /// A change of the files of the plugin declared by `file` was not put
+    /// in place, for `reason`; the version before keeps serving.
+    pub fn not_replaced(&self, file: &Path, reason: &str) {
+        let mut inner = self.lock();
+        let Some(card) = inner.cards.get_mut(file) else {
+            return;
+        };
+        card.not_replaced = Some(kept(reason));
+        let scheme = card.origin.scheme.clone();
+        inner.record(Kind::Refused, Some(scheme), kept(reason));
+    }
+
+    /// Only the plugins declared by `files` are left in the folder: every
+    /// other card goes.
+    pub fn keep_only(&self, files: &[&Path]) {
+        let mut inner = self.lock();
+        let gone: Vec<PathBuf> = inner
+            .cards
+            .keys()
+            .filter(|file| !files.contains(&file.as_path()))
+            .cloned()
+            .collect();
+        for file in gone {
+            if let Some(card) = inner.cards.remove(&file) {
+                let text = format!("{} is gone from the folder", file.display());
+                inner.record(Kind::Removed, Some(card.origin.scheme), text);
+            }
+        }
+    }
+
+    /// The plugin serving `scheme` (or its `path`) is quarantined for
+    /// `period` after the fault `reason`.
+    pub fn quarantined(&self, scheme: &str, path: Option<&str>, period: Duration, reason: &str) {
+        let mut inner = self.lock();
+        let quarantine = Quarantine {
+            path: path.map(kept),
+            until: SystemTime::now() + period,
+            reason: kept(reason),
+        };
+        let what = match path {
+            Some(path) => format!("path {} of {scheme}://", kept(path)),
+            None => format!("{scheme}://"),
+        };
+        let text = format!(
+            "{what} quarantined for {} ms: {}",
+            period.as_millis(),
+            quarantine.reason
+        );
+        if let Some(card) = inner
+            .cards
+            .values_mut()
+            .find(|card| card.origin.scheme == scheme && card.state == State::Serving)
+        {
+            match path {
+                Some(_) => card.path_quarantine = Some(quarantine),
+                None => card.quarantine = Some(quarantine),
+            }
+        }
+        inner.record(Kind::Quarantined, Some(scheme.to_owned()), text);
+    }
+
+    /// An access decision the audit log recorded.
+    pub fn audited(&self, allowed: bool, scheme: Option<&str>, text: String) {
+        let kind = match allowed {
+            true => Kind::Allowed,
+            false => Kind::Denied,
+        };
+        self.lock()
+            .record(kind, scheme.map(str::to_owned), kept(&text));
+    }
+
+    /// Every card, by file.
+    pub fn cards(&self) -> Vec<Card> {
+        self.lock().cards.values().cloned().collect()
+    }
+
+    /// The events kept, oldest first.
+    pub fn events(&self) -> Vec<Event> {
+        self.lock().events.iter().cloned().collect()
+    }
+}
+
+impl Card {
+    fn blank() -> Self {
+        Self {
+            origin: Origin {
+                file: PathBuf::new(),
+                scheme: String::new(),
+                manifest: None,
+                component: String::new(),
+            },
+            state: State::Loading,
+            since: SystemTime::now(),
+            loaded: None,
+            not_replaced: None,
+            quarantine: None,
+            path_quarantine: None,
+        }
+    }
+
+    /// Its quarantine of the whole plugin, if it is in force now.
+    pub fn quarantined_now(&self) -> Option<&Quarantine> {
+        self.quarantine
+            .as_ref()
+            .filter(|quarantine| quarantine.until > SystemTime::now())
+    }
+}
+
+impl Inner {
+    /// The card of `origin`'s file, which now has `origin`.
+    fn card(&mut self, origin: Origin) -> &mut Card {
+        let card = self.card_of(&origin.file);
+        card.origin = origin;
+        card
+    }
+
+    /// The card of `file`, a blank one if it has none yet.
+    fn card_of(&mut self, file: &Path) -> &mut Card {
+        self.cards
+            .entry(file.to_owned())
+            .or_insert_with(Card::blank)
+    }
+
+    fn record(&mut self, kind: Kind, scheme: Option<String>, text: String) {
+        if self.events.len() == EVENTS_KEPT {
+            self.events.pop_front();
+        }
+        self.next_event += 1;
+        self.events.push_back(Event {
+            id: self.next_event,
+            at: SystemTime::now(),
+            kind,
+            scheme,
+            text,
+        });
+    }
+}
+
+/// At most [`TEXT_KEPT`] bytes of `text`, cut at a character's boundary.
+fn kept(text: &str) -> String {
+    if text.len() <= TEXT_KEPT {
+        return text.to_owned();
+    }
+    let mut end = TEXT_KEPT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin(file: &str, scheme: &str) -> Origin {
+        Origin {
+            file: PathBuf::from(file),
+            scheme: scheme.into(),
+            manifest: None,
+            component: file.into(),
+        }
+    }
+
+    #[test]
+    fn a_card_follows_its_plugin_from_loading_to_replaced_to_gone() {
+        let board = Board::default();
+        board.loading(origin("/p/a.wasm", "a"));
+        assert_eq!(board.cards()[0].state, State::Loading);
+        board.serving(origin("/p/a.wasm", "a"), Loaded::default());
+        board.not_replaced(Path::new("/p/a.wasm"), "half copied");
+        assert_eq!(
+            board.cards()[0].not_replaced.as_deref(),
+            Some("half copied")
+        );
+        board.serving(origin("/p/a.wasm", "a"), Loaded::default());
+        assert_eq!(board.cards()[0].not_replaced, None);
+        board.quarantined("a", None, Duration::from_secs(60), "trap");
+        assert!(board.cards()[0].quarantined_now().is_some());
+        board.keep_only(&[]);
+        assert!(board.cards().is_empty());
+        let kinds: Vec<_> = board.events().iter().map(|event| event.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                Kind::Added,
+                Kind::Refused,
+                Kind::Replaced,
+                Kind::Quarantined,
+                Kind::Removed
+            ]
+        );
+    }
+
+    #[test]
+    fn events_and_texts_stay_bounded() {
+        let board = Board::default();
+        let long = "é".repeat(TEXT_KEPT);
+        for _ in 0..EVENTS_KEPT + 10 {
+            board.audited(true, Some("a"), long.clone());
+        }
+        let events = board.events();
+        assert_eq!(events.len(), EVENTS_KEPT);
+        assert_eq!(events[0].id, 11);
+        assert!(events[0].text.len() <= TEXT_KEPT + '…'.len_utf8());
+    }
+}

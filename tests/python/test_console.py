@@ -1,0 +1,412 @@
+"""The operator's console (`serve --metrics ADDR`, at /console) in a real
+browser: Debian's chromium, driven by its chromedriver through Selenium.
+Each test starts its own resmux on a folder made for it, opens the page,
+and asserts on what the page shows and does: every plugin with its state,
+origin, grants and figures; a plugin quarantined, and one dropped into the
+folder, shown without a reload; the namespace as a client of the access
+policy sees it; hostile text from a plugin shown as text and never run; and
+the data behind the metrics token and out of reach of other sites."""
+
+import hashlib
+import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from conftest import BINARY, INITIALIZE, PLUGINS, ROOT, post
+from idp import free_port
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+# Where the README's screenshot of the page is written.
+SCREENSHOT = ROOT / "target/console/console.png"
+HOSTILE = '<script>window.pwned = 1; document.title = "pwned"</script><img src=x onerror="window.pwned = 2">'
+
+
+@pytest.fixture
+def browser():
+    assert CHROMIUM and CHROMEDRIVER, "the tests need Debian's chromium and chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1280,1000"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def console_server(serve, plugins, *args):
+    """A server on `plugins` whose operator's listener is on a free port:
+    the server and that listener's address."""
+    metrics = f"127.0.0.1:{free_port()}"
+    server = serve(plugins=plugins, args=("--metrics", metrics, "--response-cache-mib", "0", *args))
+    return server, metrics
+
+
+def copy_plugin(plugins, name, manifest=None):
+    shutil.copy(PLUGINS / f"{name}.wasm", plugins / f"{name}.wasm")
+    if manifest is not None:
+        (plugins / f"{name}.toml").write_text(manifest)
+
+
+def liar(plugins, manifest):
+    shutil.copy(ROOT / "target/test-plugins/liar.wasm", plugins / "liar.wasm")
+    (plugins / "liar.toml").write_text(manifest)
+
+
+def cards(browser):
+    """Each plugin card's scheme, state and text, read in one go (the page
+    redraws the cards at each poll)."""
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('#plugins article')]"
+        ".map(card => [card.dataset.scheme, card.dataset.state, card.textContent])"
+    )
+    return {scheme: (state, text) for scheme, state, text in rows}
+
+
+def wait_for(browser, what, timeout=20):
+    """What `what` returns once it is truthy, asked every 0.1 s."""
+    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(lambda _: what())
+
+
+def texts(browser, selector):
+    return browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(node => node.textContent)", selector
+    )
+
+
+def listed_uris(browser):
+    return browser.execute_script(
+        "return [...document.querySelectorAll('#resources li[data-uri]')].map(item => item.dataset.uri)"
+    )
+
+
+def session(url):
+    """Headers of a new 2025-11-25 session on `url`."""
+    return session_of(url, None)
+
+
+def session_of(url, token):
+    """Headers of a new 2025-11-25 session on `url`, opened with `token` as
+    the bearer token if given."""
+    bearer = {"Authorization": f"Bearer {token}"} if token else {}
+    _, headers, _ = post(url, INITIALIZE, bearer)
+    opened = {"Mcp-Session-Id": headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+    assert post(url, initialized, {**opened, **bearer})[0] == 202
+    return opened
+
+
+def mcp(url, headers, method, params):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    status, _, text = post(url, body, headers)
+    assert status == 200, text
+    return text
+
+
+def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, browser, tmp_path):
+    plugins = tmp_path / "plugins"
+    data = tmp_path / "data"
+    data.mkdir(parents=True)
+    plugins.mkdir()
+    shutil.copy(PLUGINS / "files-sample/pixel.png", data / "pixel.png")
+    (data / "hello.txt").write_text("hello from the files plugin\n")
+    copy_plugin(plugins, "notes")
+    copy_plugin(plugins, "files", f'[config]\nroot = "/data"\n[[files]]\nhost = "{data}"\nguest = "/data"\n'
+                                  '[limits]\nmemory_mib = 64\n')
+    (plugins / "broken.wasm").write_bytes(b"\0asm but not a component")
+    server, metrics = console_server(serve, plugins)
+    browser.get(f"http://{metrics}/console")
+
+    wait_for(browser, lambda: {scheme: state for scheme, (state, _) in cards(browser).items()} == {
+        "notes": "serving", "files": "serving", "broken": "failed"})
+    shown = cards(browser)
+    assert "broken.wasm" in shown["broken"][1], shown["broken"]
+    assert "cannot load" in shown["broken"][1], shown["broken"]
+    notes = shown["notes"][1]
+    assert "notes 0.1.0 — A small collection of Markdown notes with tags" in notes, notes
+    assert str(plugins / "notes.wasm") in notes and "none (defaults apply)" in notes, notes
+    digest = hashlib.sha256((plugins / "notes.wasm").read_bytes()).hexdigest()
+    assert digest in notes, notes
+    files = shown["files"][1]
+    assert f"directory {data} -> /data (ReadOnly)" in files, files
+    assert "memory 64 MiB" in files and "calls at once" in files, files
+
+    # Reads while the page watches show as calls per second and latency.
+    url = server.url
+    headers = session(url)
+    stop = threading.Event()
+
+    def keep_reading():
+        while not stop.is_set():
+            mcp(url, headers, "resources/read", {"uri": "notes://notes/welcome"})
+            time.sleep(0.02)
+
+    reader = threading.Thread(target=keep_reading, daemon=True)
+    reader.start()
+    try:
+        figure = "#plugins article[data-scheme='notes'] dd[data-figure='{}']"
+        wait_for(browser, lambda: texts(browser, figure.format("calls/s"))[0] not in ("–", "0.0"))
+        assert texts(browser, figure.format("p50"))[0].startswith("≤ ")
+        assert texts(browser, figure.format("peak memory"))[0].endswith("iB")
+    finally:
+        stop.set()
+        reader.join(10)
+
+    # The namespace as the operator sees it; a text and an image read.
+    wait_for(browser, lambda: "files://pixel.png" in listed_uris(browser))
+    assert "notes://notes/welcome" in listed_uris(browser)
+    browser.find_element(By.CSS_SELECTOR, "#resources button[data-uri='notes://notes/welcome']").click()
+    wait_for(browser, lambda: texts(browser, "#read-contents pre"))
+    assert texts(browser, "#read-contents pre")[0].startswith("# Welcome")
+    assert texts(browser, "#read-decision")[0] == "Not guarded: this view may read everything."
+    browser.find_element(By.CSS_SELECTOR, "#resources button[data-uri='files://pixel.png']").click()
+    wait_for(browser, lambda: browser.execute_script(
+        "const image = document.querySelector('#read-contents img'); return image && image.complete && image.naturalWidth"))
+    assert browser.execute_script("return document.querySelector('#read-contents img').naturalWidth") == 1
+
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOT))
+
+    # On a phone's width nothing runs off the side.
+    browser.set_window_size(390, 844)
+    wait_for(browser, lambda: browser.execute_script(
+        "return document.documentElement.scrollWidth <= window.innerWidth"))
+    assert server.process.poll() is None
+
+
+def test_a_quarantined_plugin_shows_within_seconds_while_the_others_serve(serve, browser, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    copy_plugin(plugins, "notes")
+    liar(plugins, '[config]\nlist = "spin"\n[limits]\ncpu_ms = 20\ntimeout_ms = 2000\n')
+    server, metrics = console_server(serve, plugins)
+    browser.get(f"http://{metrics}/console")
+    wait_for(browser, lambda: cards(browser).get("liar", ("",))[0] == "serving")
+
+    # A client lists again and again: each walk of liar's listing spins
+    # until its CPU limit, and three in a row quarantine it, for longer
+    # each time it faults again on coming back.
+    url = server.url
+    headers = session(url)
+    stop = threading.Event()
+
+    def keep_listing():
+        while not stop.is_set():
+            mcp(url, headers, "resources/list", {})
+            time.sleep(0.05)
+
+    lister = threading.Thread(target=keep_listing, daemon=True)
+    lister.start()
+    try:
+        started = time.monotonic()
+        wait_for(browser, lambda: cards(browser)["liar"][0] == "quarantined", timeout=15)
+        took = time.monotonic() - started
+        shown = cards(browser)
+        assert "Quarantined until" in shown["liar"][1], shown["liar"]
+        assert "plugin liar exceeded its CPU time limit of 20 ms in list" in shown["liar"][1], shown["liar"]
+        assert shown["notes"][0] == "serving"
+        events = texts(browser, "#events li[data-kind='quarantined']")
+        assert events and "liar:// quarantined for" in events[0], events
+    finally:
+        stop.set()
+        lister.join(10)
+    # The other plugin still answers, on the page as over MCP.
+    wait_for(browser, lambda: "notes://notes/welcome" in listed_uris(browser))
+    browser.find_element(By.CSS_SELECTOR, "#resources button[data-uri='notes://notes/welcome']").click()
+    wait_for(browser, lambda: texts(browser, "#read-contents pre"))
+    assert texts(browser, "#read-contents pre")[0].startswith("# Welcome")
+    print(f"quarantine shown {took:.1f} s after the listing began")
+
+
+def test_a_plugin_dropped_into_the_folder_appears_without_a_reload(serve, browser, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    copy_plugin(plugins, "notes")
+    _, metrics = console_server(serve, plugins)
+    browser.get(f"http://{metrics}/console")
+    wait_for(browser, lambda: cards(browser).get("notes", ("",))[0] == "serving")
+    browser.execute_script("window.stillTheSamePage = true")
+
+    copy_plugin(plugins, "units")
+    wait_for(browser, lambda: cards(browser).get("units", ("",))[0] == "serving")
+    assert browser.execute_script("return window.stillTheSamePage") is True
+    assert any("units.wasm serves units://" in text for text in texts(browser, "#events li[data-kind='added']"))
+    # The namespace is listed again once the plugin serves.
+    wait_for(browser, lambda: any(uri.startswith("units://") for uri in listed_uris(browser)))
+
+    (plugins / "units.wasm").unlink()
+    wait_for(browser, lambda: "units" not in cards(browser))
+    assert any("units.wasm is gone from the folder" in text for text in texts(browser, "#events li[data-kind='removed']"))
+    assert browser.execute_script("return window.stillTheSamePage") is True
+
+
+def policy_check(tokens, principal, uri):
+    """`resmux policy check` of reading `uri` as `principal`: its exit code
+    and output."""
+    checked = subprocess.run(
+        [str(BINARY), "policy", "check", "--tokens", str(tokens), "--principal", principal,
+         "--action", "read", uri],
+        capture_output=True, text=True, timeout=30,
+    )
+    return checked.returncode, checked.stdout
+
+
+def test_as_a_client_the_namespace_hides_what_the_policy_forbids(serve, browser, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    copy_plugin(plugins, "notes")
+    copy_plugin(plugins, "units", "")
+    tokens = tmp_path / "tokens.toml"
+    hashed = lambda token: hashlib.sha256(token.encode()).hexdigest()  # noqa: E731
+    tokens.write_text(
+        f'[clients.alice]\ntoken_sha256 = "{hashed("a" * 32)}"\nschemes = ["notes", "units"]\n'
+        f'[clients.bob]\ntoken_sha256 = "{hashed("b" * 32)}"\nschemes = ["units"]\n'
+    )
+    server, metrics = console_server(serve, plugins, "--tokens", str(tokens), "--audit-log",
+                                     str(tmp_path / "audit.log"))
+    browser.get(f"http://{metrics}/console")
+    wait_for(browser, lambda: "notes://notes/welcome" in listed_uris(browser))
+    # bob reads what the policy forbids him: the audit log's denial shows
+    # among the events.
+    headers = {**session_of(server.url, "b" * 32), "Authorization": f"Bearer {'b' * 32}"}
+    body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                       "params": {"uri": "notes://notes/welcome"}}).encode()
+    assert "not found" in post(server.url, body, headers)[2]
+    wait_for(browser, lambda: "bob deny read notes://notes/welcome via resources/read: not-found, 0 bytes" in
+             texts(browser, "#events li[data-kind='denied'] .text"))
+    everything = listed_uris(browser)
+    assert any(uri.startswith("units://") for uri in everything)
+
+    def view_as(name):
+        Select(browser.find_element(By.ID, "as")).select_by_value(name)
+        browser.find_element(By.ID, "list").click()
+        wait_for(browser, lambda: texts(browser, "#viewer-note")[0] == f"As {name}.")
+        wait_for(browser, lambda: listed_uris(browser))
+        return listed_uris(browser)
+
+    seen_by_bob = view_as("bob")
+    assert not [uri for uri in seen_by_bob if uri.startswith("notes://")], seen_by_bob
+    assert seen_by_bob == [uri for uri in everything if uri.startswith("units://")]
+    code, said = policy_check(tokens, "bob", "notes://notes/welcome")
+    assert code == 1 and said.startswith("DENY read notes://notes/welcome for bob"), said
+
+    # A read as bob of what bob may read names the policy that allowed it,
+    # as `resmux policy check` does.
+    unit = seen_by_bob[0]
+    browser.find_element(By.CSS_SELECTOR, f"#resources button[data-uri='{unit}']").click()
+    wait_for(browser, lambda: texts(browser, "#read-decision")[0].startswith("Allowed by "))
+    code, said = policy_check(tokens, "bob", unit)
+    assert code == 0 and said.startswith(f"ALLOW read {unit} for bob"), said
+    policy = said.splitlines()[1].strip().removeprefix("permitted by ").rstrip(":")
+    assert texts(browser, "#read-decision")[0] == f"Allowed by {policy}."
+
+    seen_by_alice = view_as("alice")
+    assert "notes://notes/welcome" in seen_by_alice
+    assert sorted(seen_by_alice) == sorted(everything)
+
+
+def test_a_description_holding_script_shows_as_text_and_never_runs(serve, browser, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    copy_plugin(plugins, "notes")
+    liar(plugins, f'[config]\nlist = "promises"\ndescribe = {json.dumps(HOSTILE)}\n')
+    _, metrics = console_server(serve, plugins)
+    browser.get(f"http://{metrics}/console")
+    wait_for(browser, lambda: cards(browser).get("liar", ("",))[0] == "serving")
+    about = texts(browser, "#plugins article[data-scheme='liar'] [data-role='about']")
+    assert about == [f"liar 0.1.0 — Breaks the contract on purpose, for tests {HOSTILE}"], about
+    wait_for(browser, lambda: "liar://honest" in listed_uris(browser))
+    descriptions = texts(browser, "#resources li[data-uri='liar://honest'] [data-role='description']")
+    assert descriptions == [HOSTILE], descriptions
+    # Nothing of it became an element, and nothing ran or even tried to.
+    assert browser.find_elements(By.CSS_SELECTOR, "#plugins script, #plugins img, #resources script, #resources img") == []
+    assert browser.execute_script("return window.pwned") is None
+    assert browser.title == "resmux console"
+    refused = [entry["message"] for entry in browser.get_log("browser") if "Content Security Policy" in entry["message"]]
+    assert refused == [], refused
+
+
+def get(url, headers=None):
+    """GETs `url`: the status, the headers and the body."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read().decode()
+
+
+def test_the_data_needs_the_metrics_token_and_stays_out_of_other_sites_reach(serve, browser, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    copy_plugin(plugins, "notes")
+    token = "console-token-0123456789"
+    token_file = tmp_path / "metrics-token"
+    token_file.write_text(token + "\n")
+    _, metrics = console_server(serve, plugins, "--metrics-token-file", str(token_file))
+    base = f"http://{metrics}"
+    bearer = {"Authorization": f"Bearer {token}"}
+
+    # The page holds no data and is served to anyone, under a strict policy.
+    status, headers, page = get(f"{base}/console")
+    assert status == 200 and "<script src=\"/console/console.js\" defer></script>" in page
+    assert headers["Content-Security-Policy"].startswith("default-src 'none'; script-src 'self'")
+    assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff"
+    # The data, as /metrics, needs the token.
+    assert get(f"{base}/console/api/state")[0] == 401
+    assert get(f"{base}/console/api/state", {"Authorization": "Bearer not-the-token"})[0] == 401
+    assert get(f"{base}/metrics")[0] == 401
+    status, _, state = get(f"{base}/console/api/state", bearer)
+    assert status == 200 and [plugin["scheme"] for plugin in json.loads(state)["plugins"]] == ["notes"]
+    # A page of another site that rebinds its name to this address, or
+    # asks from its own origin, gets nothing.
+    status, _, body = get(f"{base}/console/api/state", {**bearer, "Host": f"rebound.example:{metrics.split(':')[1]}"})
+    assert status == 403 and "not \"rebound.example:" in body, body
+    status, _, body = get(f"{base}/console/api/state", {**bearer, "Sec-Fetch-Site": "cross-site"})
+    assert status == 403 and "not served to another site (cross-site)" in body, body
+
+    # The page asks for the token, and shows everything once given it.
+    browser.get(f"{base}/console")
+    wait_for(browser, lambda: browser.find_element(By.ID, "token-form").is_displayed())
+    assert cards(browser) == {}
+    browser.find_element(By.ID, "token").send_keys(token)
+    browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
+    wait_for(browser, lambda: cards(browser).get("notes", ("",))[0] == "serving")
+    # A link that carries the token in its fragment (never sent to the
+    # server) opens the console at once, and leaves no token in the address.
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{base}/console#token={token}")
+    wait_for(browser, lambda: cards(browser).get("notes", ("",))[0] == "serving")
+    assert browser.current_url == f"{base}/console"
+
+
+def test_a_listing_longer_than_one_answer_comes_in_parts(serve, browser, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    liar(plugins, '[config]\nlist = "pages/1200/100"\n')
+    _, metrics = console_server(serve, plugins)
+    browser.get(f"http://{metrics}/console")
+    # The first answer stops at 500 entries, with a way on.
+    wait_for(browser, lambda: len(listed_uris(browser)) >= 500)
+    first = listed_uris(browser)
+    assert first[0] == "liar://p0000" and texts(browser, "#resource-count")[0] == f"{len(first)}+"
+    while browser.find_elements(By.CSS_SELECTOR, "#resources li.more button"):
+        shown = len(listed_uris(browser))
+        browser.find_element(By.CSS_SELECTOR, "#resources li.more button").click()
+        wait_for(browser, lambda: len(listed_uris(browser)) > shown)
+    assert listed_uris(browser) == [f"liar://p{index:04}" for index in range(1200)]
+    assert texts(browser, "#resource-count")[0] == "1200"
