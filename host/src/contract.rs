@@ -26,6 +26,16 @@ pub struct AnswerLimits {
     pub max_string_bytes: u32,
 }
 
+impl AnswerLimits {
+    /// What `resmux inspect` and the console say of them.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} bytes per read, {} entries per page, {} bytes per string",
+            self.max_read_bytes, self.max_page_entries, self.max_string_bytes
+        )
+    }
+}
+
 impl Default for AnswerLimits {
     fn default() -> Self {
         Self {

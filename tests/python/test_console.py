@@ -48,12 +48,20 @@ def browser():
     driver.quit()
 
 
-def console_server(serve, plugins, *args):
-    """A server on `plugins` whose operator's listener is on a free port:
-    the server and that listener's address."""
-    metrics = f"127.0.0.1:{free_port()}"
-    server = serve(plugins=plugins, args=("--metrics", metrics, "--response-cache-mib", "0", *args))
-    return server, metrics
+def console_server(serve, plugins, *args, listen="127.0.0.1"):
+    """A server on `plugins` whose operator's listener is on a free port of
+    `listen`: the server and the listener's loopback address."""
+    port = free_port()
+    server = serve(plugins=plugins, args=("--metrics", f"{listen}:{port}", "--response-cache-mib", "0", *args))
+    return server, f"127.0.0.1:{port}"
+
+
+def metrics_token(tmp_path):
+    """A metrics token, and the file that holds it."""
+    token = "console-token-0123456789"
+    token_file = tmp_path / "metrics-token"
+    token_file.write_text(token + "\n")
+    return token, token_file
 
 
 def copy_plugin(plugins, name, manifest=None):
@@ -160,7 +168,8 @@ def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, brow
     try:
         figure = "#plugins article[data-scheme='notes'] dd[data-figure='{}']"
         wait_for(browser, lambda: texts(browser, figure.format("calls/s"))[0] not in ("–", "0.0"))
-        assert texts(browser, figure.format("p50"))[0].startswith("≤ ")
+        shown = texts(browser, "#plugins article[data-scheme='notes'] dl.figures")
+        assert texts(browser, figure.format("p50"))[0].startswith("≤"), shown
         assert texts(browser, figure.format("peak memory"))[0].endswith("iB")
     finally:
         stop.set()
@@ -276,9 +285,12 @@ def test_as_a_client_the_namespace_hides_what_the_policy_forbids(serve, browser,
         f'[clients.alice]\ntoken_sha256 = "{hashed("a" * 32)}"\nschemes = ["notes", "units"]\n'
         f'[clients.bob]\ntoken_sha256 = "{hashed("b" * 32)}"\nschemes = ["units"]\n'
     )
+    # The console reads past the access policy: with clients to protect,
+    # its data needs the metrics token.
+    token, token_file = metrics_token(tmp_path)
     server, metrics = console_server(serve, plugins, "--tokens", str(tokens), "--audit-log",
-                                     str(tmp_path / "audit.log"))
-    browser.get(f"http://{metrics}/console")
+                                     str(tmp_path / "audit.log"), "--metrics-token-file", str(token_file))
+    browser.get(f"http://{metrics}/console#token={token}")
     wait_for(browser, lambda: "notes://notes/welcome" in listed_uris(browser))
     # bob reads what the policy forbids him: the audit log's denial shows
     # among the events.
@@ -354,9 +366,7 @@ def test_the_data_needs_the_metrics_token_and_stays_out_of_other_sites_reach(ser
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     copy_plugin(plugins, "notes")
-    token = "console-token-0123456789"
-    token_file = tmp_path / "metrics-token"
-    token_file.write_text(token + "\n")
+    token, token_file = metrics_token(tmp_path)
     _, metrics = console_server(serve, plugins, "--metrics-token-file", str(token_file))
     base = f"http://{metrics}"
     bearer = {"Authorization": f"Bearer {token}"}
@@ -377,7 +387,7 @@ def test_the_data_needs_the_metrics_token_and_stays_out_of_other_sites_reach(ser
     status, _, body = get(f"{base}/console/api/state", {**bearer, "Host": f"rebound.example:{metrics.split(':')[1]}"})
     assert status == 403 and "not \"rebound.example:" in body, body
     status, _, body = get(f"{base}/console/api/state", {**bearer, "Sec-Fetch-Site": "cross-site"})
-    assert status == 403 and "not served to another site (cross-site)" in body, body
+    assert status == 403 and "not served to another origin (cross-site)" in body, body
 
     # The page asks for the token, and shows everything once given it.
     browser.get(f"{base}/console")
@@ -400,13 +410,44 @@ def test_a_listing_longer_than_one_answer_comes_in_parts(serve, browser, tmp_pat
     liar(plugins, '[config]\nlist = "pages/1200/100"\n')
     _, metrics = console_server(serve, plugins)
     browser.get(f"http://{metrics}/console")
-    # The first answer stops at 500 entries, with a way on.
-    wait_for(browser, lambda: len(listed_uris(browser)) >= 500)
+    # An answer stops at 500 entries or 64 pages of the namespace (of 2
+    # entries each, as these tests serve them), with a way on.
+    wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#resources li.more button"))
     first = listed_uris(browser)
-    assert first[0] == "liar://p0000" and texts(browser, "#resource-count")[0] == f"{len(first)}+"
+    assert first == [f"liar://p{index:04}" for index in range(128)], first
+    assert texts(browser, "#resource-count")[0] == "128+"
     while browser.find_elements(By.CSS_SELECTOR, "#resources li.more button"):
         shown = len(listed_uris(browser))
         browser.find_element(By.CSS_SELECTOR, "#resources li.more button").click()
         wait_for(browser, lambda: len(listed_uris(browser)) > shown)
     assert listed_uris(browser) == [f"liar://p{index:04}" for index in range(1200)]
     assert texts(browser, "#resource-count")[0] == "1200"
+
+
+def test_without_a_token_the_data_is_served_only_where_it_exposes_nothing_more(serve, browser, tmp_path):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    copy_plugin(plugins, "notes")
+    # A listener any host may reach: the page says why it shows nothing.
+    server, metrics = console_server(serve, plugins, listen="0.0.0.0")
+    status, _, body = get(f"http://{metrics}/console/api/state")
+    assert status == 403 and "which is not a loopback address, it needs --metrics-token-file" in body, body
+    assert get(f"http://{metrics}/console/api/read?uri=notes://notes/welcome")[0] == 403
+    assert any("the console shows no data" in line for line in server.log), server.log
+    assert get(f"http://{metrics}/metrics")[0] == 200
+    browser.get(f"http://{metrics}/console")
+    wait_for(browser, lambda: "needs --metrics-token-file" in texts(browser, "#status")[0])
+    assert cards(browser) == {}
+
+    # A loopback listener of a server with clients to protect.
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(f'[clients.bob]\ntoken_sha256 = "{hashlib.sha256(b"b" * 32).hexdigest()}"\nschemes = ["notes"]\n')
+    _, metrics = console_server(serve, plugins, "--tokens", str(tokens))
+    status, _, body = get(f"http://{metrics}/console/api/resources?as=bob")
+    assert status == 403 and "on a server with --tokens or --auth it needs --metrics-token-file" in body, body
+
+    # No console at all.
+    _, metrics = console_server(serve, plugins, "--no-console")
+    assert get(f"http://{metrics}/console")[0] == 404
+    assert get(f"http://{metrics}/console/api/state")[0] == 404
+    assert get(f"http://{metrics}/metrics")[0] == 200

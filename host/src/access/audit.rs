@@ -128,27 +128,29 @@ impl AuditLog {
     }
 }
 
-/// Shows an access decision on the operator's board.
+/// Shows an access decision on the operator's board, once the console is
+/// on.
 fn post(record: &Record<'_>) {
     let Some(decision) = record.decision else {
         return;
     };
-    let by = match record.policies {
-        [] => String::new(),
-        policies => format!(" by {}", policies.join(", ")),
-    };
-    let text = format!(
-        "{} {} {} {}{by} via {}: {}, {} bytes",
-        record.client,
-        decision,
-        record.action,
-        record.uri,
-        record.via,
-        record.outcome,
-        record.bytes
-    );
     let scheme = record.uri.split_once("://").map(|(scheme, _)| scheme);
-    crate::telemetry::board().audited(decision == "allow", scheme, text);
+    crate::telemetry::board().audited(decision == "allow", scheme, || {
+        let by = match record.policies {
+            [] => String::new(),
+            policies => format!(" by {}", policies.join(", ")),
+        };
+        format!(
+            "{} {} {} {}{by} via {}: {}, {} bytes",
+            record.client,
+            decision,
+            record.action,
+            record.uri,
+            record.via,
+            record.outcome,
+            record.bytes
+        )
+    });
 }
 
 impl Writer {

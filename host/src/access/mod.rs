@@ -41,6 +41,8 @@ use crate::namespace::Scope;
 /// What the name of an issuer's client starts with, before its subject;
 /// a tokens file's client names have no `:`.
 const OAUTH_PREFIX: &str = "oauth:";
+/// The name of the operator looking through the console.
+const CONSOLE_OPERATOR: &str = "console:operator";
 
 /// One client, as every request it makes is answered.
 #[derive(Clone)]
@@ -74,19 +76,33 @@ impl Client {
     /// The client of a server without access control: stdio, or HTTP
     /// without a tokens file or an issuer. It may do everything.
     pub fn local() -> Self {
-        static LOCAL: LazyLock<Client> = LazyLock::new(|| Client {
-            name: "local".into(),
+        static LOCAL: LazyLock<Client> = LazyLock::new(|| Client::unguarded("local"));
+        LOCAL.clone()
+    }
+
+    /// The operator, looking through the console: it may see everything,
+    /// and is named as no client of a tokens file (whose names have no
+    /// `:`) or of an issuer can be, so that the audit log tells its reads
+    /// apart.
+    pub fn console_operator() -> Self {
+        static OPERATOR: LazyLock<Client> = LazyLock::new(|| Client::unguarded(CONSOLE_OPERATOR));
+        OPERATOR.clone()
+    }
+
+    /// A client called `name` that may do everything.
+    fn unguarded(name: &str) -> Self {
+        Client {
+            name: name.into(),
             principal: Arc::new(Principal {
-                subject: "local".to_owned(),
-                client_id: "local".to_owned(),
-                issuer: "local".to_owned(),
+                subject: name.to_owned(),
+                client_id: name.to_owned(),
+                issuer: name.to_owned(),
                 groups: BTreeSet::new(),
                 scopes: BTreeSet::new(),
             }),
             scope: Scope::All,
             reads: None,
-        });
-        LOCAL.clone()
+        }
     }
 
     /// The client as metrics label it: a tokens file's client and `local`

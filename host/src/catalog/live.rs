@@ -257,17 +257,11 @@ impl LiveFolder {
             .map(|failure| failure.declared_by.as_path())
             .collect();
         for failure in &failures {
-            match self.serves(&failure.declared_by) {
-                true => failure.report_not_replaced(),
-                false => failure.report(None),
+            match self.scheme_served_by(&failure.declared_by) {
+                Some(scheme) => failure.report_not_replaced(scheme),
+                None => failure.report(None),
             }
         }
-        let declared: Vec<&Path> = entries
-            .iter()
-            .map(|entry| entry.declared_by.as_path())
-            .chain(failed.iter().copied())
-            .collect();
-        board().keep_only(&declared);
         let wanted: BTreeSet<String> = entries.iter().map(|entry| entry.scheme.clone()).collect();
         let gone: Vec<String> = self
             .serving
@@ -282,6 +276,19 @@ impl LiveFolder {
             self.namespace.unmount(&scheme);
             tracing::info!(scheme, "plugin removed");
         }
+        // A card stays while its file is in the folder, or while what it
+        // loaded still serves (a plugin moved to a file that fails).
+        let declared: Vec<&Path> = entries
+            .iter()
+            .map(|entry| entry.declared_by.as_path())
+            .chain(failed.iter().copied())
+            .chain(
+                self.serving
+                    .values()
+                    .map(|serving| serving.declared_by.as_path()),
+            )
+            .collect();
+        board().keep_only(&declared);
         let moved_tags = self.moved_tags(&due, &entries).await;
         for entry in entries {
             let scheme = entry.scheme.clone();
@@ -325,7 +332,7 @@ impl LiveFolder {
                 Err(error) => {
                     let failure = Failure { declared_by, error };
                     match replacing {
-                        true => failure.report_not_replaced(),
+                        true => failure.report_not_replaced(&scheme),
                         false => failure.report(Some(&scheme)),
                     }
                 }
@@ -333,11 +340,12 @@ impl LiveFolder {
         }
     }
 
-    /// Whether a plugin declared by `file` serves now.
-    fn serves(&self, file: &Path) -> bool {
+    /// The scheme a plugin declared by `file` serves now, if one does.
+    fn scheme_served_by(&self, file: &Path) -> Option<&str> {
         self.serving
-            .values()
-            .any(|serving| serving.declared_by == file)
+            .iter()
+            .find(|(_, serving)| serving.declared_by == file)
+            .map(|(scheme, _)| scheme.as_str())
     }
 
     /// Watches the paths granted to the plugins now served, and stops

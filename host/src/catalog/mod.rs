@@ -316,13 +316,13 @@ impl Failure {
     /// Says on stderr, and on the operator's board, that a change of a
     /// plugin's files was not put in place, and why: its previous version
     /// keeps serving.
-    fn report_not_replaced(&self) {
+    fn report_not_replaced(&self, scheme: &str) {
         tracing::error!(
             plugin = %self.declared_by.display(),
             "plugin not replaced, the previous version keeps serving: {:#}",
             self.error
         );
-        board().not_replaced(&self.declared_by, &format!("{:#}", self.error));
+        board().not_replaced(&self.declared_by, scheme, &format!("{:#}", self.error));
     }
 }
 
@@ -603,6 +603,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         .map(|provenance| provenance.manifest_digest.clone());
     let config = entry.manifest.config_pairs()?;
     let mut card = board::Loaded {
+        plugin: 0,
         sha256: compiled.digest.clone(),
         pulled: located.provenance.map(|provenance| board::Pulled {
             manifest_digest: provenance.manifest_digest,
@@ -619,9 +620,10 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         config,
     )?;
     plugin.start().await?;
-    // Only for the board, and only when it is shown: a plugin that cannot
+    card.plugin = plugin.id();
+    // Only for the board, and only when it is kept: a plugin that cannot
     // say what it is still serves.
-    if board().is_shown() {
+    if board().is_enabled() {
         card.about = plugin
             .about()
             .await
@@ -647,7 +649,6 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
 /// Each section of `grants` (limits among them) and the manifest's limits
 /// on answers, as `resmux inspect` prints them.
 fn described(grants: &Grants, manifest: &Manifest) -> Vec<(String, Vec<String>)> {
-    let answers = manifest.limits.answers;
     grants
         .each()
         .iter()
@@ -657,10 +658,7 @@ fn described(grants: &Grants, manifest: &Manifest) -> Vec<(String, Vec<String>)>
         })
         .chain([(
             "answers".to_owned(),
-            vec![format!(
-                "{} bytes per read, {} entries per page, {} bytes per string",
-                answers.max_read_bytes, answers.max_page_entries, answers.max_string_bytes
-            )],
+            vec![manifest.limits.answers.describe()],
         )])
         .collect()
 }

@@ -104,12 +104,7 @@ pub async fn inspect(
             Err(refusal) => writeln!(out, "ceiling    REFUSED by {}: {refusal:#}", path.display())?,
         }
     }
-    let answers = manifest.limits.answers;
-    writeln!(
-        out,
-        "answers    {} bytes per read, {} entries per page, {} bytes per string",
-        answers.max_read_bytes, answers.max_page_entries, answers.max_string_bytes
-    )?;
+    writeln!(out, "answers    {}", manifest.limits.answers.describe())?;
     let plugin = runtime
         .plugin(
             &entry.scheme,

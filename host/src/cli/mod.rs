@@ -25,7 +25,7 @@ use resmux::access::audit::AuditLog;
 use resmux::access::shared_limits::SharedLimits;
 use resmux::access::{AccessList, Admission, ResourceServer};
 use resmux::catalog::{self, Loading, startup};
-use resmux::console::{Console, Served};
+use resmux::console::{Console, Exposure, Served};
 use resmux::grants::Ceiling;
 use resmux::namespace::cursor::{self, CursorSeal};
 use resmux::namespace::{Namespace, changes};
@@ -145,6 +145,9 @@ pub enum Command {
         /// credentials_file: FILE }`).
         #[arg(long, env = "RESMUX_METRICS_TOKEN_FILE", requires = "metrics")]
         metrics_token_file: Option<PathBuf>,
+        /// Serve no console on the metrics listener: metrics and probes only.
+        #[arg(long, requires = "metrics")]
+        no_console: bool,
         /// A file of cursor secrets, one a line (32 bytes or more each):
         /// replicas given the same open each other's cursors. The first
         /// seals, every one opens. To replace a secret without breaking a
@@ -508,6 +511,7 @@ pub async fn run(command: Command) -> Result<()> {
             response_cache_mib,
             metrics,
             metrics_token_file,
+            no_console,
             trace_uris,
             cursor_secret_file,
             cursor_secret,
@@ -554,6 +558,7 @@ pub async fn run(command: Command) -> Result<()> {
                 response_cache_bytes: response_cache_mib.saturating_mul(1024 * 1024),
                 metrics,
                 metrics_token,
+                console: !no_console,
                 trace_uris,
                 cursor_seal,
             };
@@ -725,6 +730,8 @@ struct ServeOptions {
     metrics: Option<std::net::SocketAddr>,
     /// The bearer token scrapes of `/metrics` must carry.
     metrics_token: Option<String>,
+    /// Serve the console beside the metrics.
+    console: bool,
     trace_uris: bool,
     /// Seals the cursors of listings.
     cursor_seal: CursorSeal,
@@ -759,19 +766,27 @@ async fn serve(
         },
     );
     if let Some(address) = options.metrics {
-        let console = Console::new(Served {
-            server: server.clone(),
-            admission: http.as_ref().and_then(|http| http.access.clone()),
-            folder: folder.plugins.clone(),
-            transport: if http.is_some() { "http" } else { "stdio" },
-            audited: options.audit_log.is_some(),
-            allowed_hosts: http
-                .as_ref()
-                .map_or_else(Vec::new, |http| http.allowed_hosts.clone()),
-        });
-        let routes = OperatorRoutes {
-            open: Console::assets(),
-            guarded: console.api(),
+        let routes = match options.console {
+            true => {
+                let admission = http.as_ref().and_then(|http| http.access.clone());
+                let token = options.metrics_token.is_some();
+                let console = Console::new(Served {
+                    server: server.clone(),
+                    exposure: Exposure::of(address, token, admission.is_some()),
+                    admission,
+                    folder: folder.plugins.clone(),
+                    transport: if http.is_some() { "http" } else { "stdio" },
+                    audited: options.audit_log.is_some(),
+                    allowed_hosts: http
+                        .as_ref()
+                        .map_or_else(Vec::new, |http| http.allowed_hosts.clone()),
+                });
+                OperatorRoutes {
+                    open: Console::assets(),
+                    guarded: console.api(),
+                }
+            }
+            false => OperatorRoutes::default(),
         };
         transport::serve_metrics(address, options.metrics_token.as_deref(), routes).await?;
     }

@@ -14,7 +14,7 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use resmux::telemetry::figures::{Figures, Sample};
+use resmux::telemetry::figures::{Figures, Latency, Sample};
 
 /// How long one scrape may take.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -115,12 +115,7 @@ fn render(figures: &Figures) -> String {
     table
 }
 
-/// A bucket bound as a latency: `≤ 2.5ms`, `> 10s` past the last bucket.
-fn latency(bound: Option<f64>) -> String {
-    match bound {
-        None => "-".to_owned(),
-        Some(bound) if bound.is_infinite() => "> 10s".to_owned(),
-        Some(bound) if bound < 1.0 => format!("≤{}ms", bound * 1000.0),
-        Some(bound) => format!("≤{bound}s"),
-    }
+/// A latency, or `-` without calls.
+fn latency(latency: Option<Latency>) -> String {
+    latency.map_or_else(|| "-".to_owned(), |latency| latency.to_string())
 }

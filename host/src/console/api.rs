@@ -4,11 +4,16 @@
 //! them), and `read` (as MCP answers it, with the access decision behind
 //! it). A client is named `as` a tokens-file client, or `oauth:SUBJECT`
 //! with its `groups` (comma-separated), exactly as `resmux policy check`
-//! names it; no name is the operator's own view, where nothing is hidden.
+//! names it; no name is the operator's own view, where nothing is hidden
+//! (audited as the client `console:operator`). A listing answer gathers
+//! pages until it holds [`MOST_LISTED`] entries, has asked for
+//! [`MOST_PAGES`] pages or [`LISTING_BUDGET`] has passed, and hands back the
+//! cursor to go on from, so that no listing (endless, empty page after
+//! empty page, or all hidden from the client) holds a request for long.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -20,13 +25,16 @@ use serde::{Deserialize, Serialize};
 
 use super::Console;
 use crate::access::Client;
-use crate::protocol::read_decision;
 use crate::telemetry::board::{self, Card, State as CardState, board};
 use crate::telemetry::figures::Row;
 
 /// The most entries one `resources` or `templates` answer gathers, page
 /// after page, before it hands the page a cursor to go on from.
 const MOST_LISTED: usize = 500;
+/// The most namespace pages one listing answer asks for.
+const MOST_PAGES: usize = 64;
+/// How long one listing answer goes on asking for pages.
+const LISTING_BUDGET: Duration = Duration::from_secs(2);
 
 pub fn routes(console: Arc<Console>) -> axum::Router {
     axum::Router::new()
@@ -112,8 +120,10 @@ struct GrantView {
 #[derive(Serialize)]
 struct FiguresView {
     calls_per_second: f64,
-    p50_ms: Option<f64>,
-    p99_ms: Option<f64>,
+    /// `≤2.5ms`, `>10s`: the latency buckets the median and the 99th
+    /// percentile fell in; none without calls.
+    p50: Option<String>,
+    p99: Option<String>,
     faults: f64,
     faults_by_kind: BTreeMap<String, f64>,
     cpu_per_second: f64,
@@ -138,7 +148,12 @@ async fn state(State(console): State<Arc<Console>>, Query(since): Query<Since>) 
         .cards()
         .into_iter()
         .map(|card| {
-            let row = rows.remove(&card.origin.scheme);
+            // Figures go by scheme: only to the card of what serves it.
+            let row = card
+                .loaded
+                .is_some()
+                .then(|| rows.remove(&card.origin.scheme))
+                .flatten();
             plugin_view(card, row)
         })
         .collect();
@@ -216,8 +231,8 @@ fn plugin_view(card: Card, row: Option<Row>) -> PluginView {
             .collect(),
         figures: row.map(|row| FiguresView {
             calls_per_second: row.calls_per_second,
-            p50_ms: row.p50.map(|seconds| seconds * 1000.0),
-            p99_ms: row.p99.map(|seconds| seconds * 1000.0),
+            p50: row.p50.map(|latency| latency.to_string()),
+            p99: row.p99.map(|latency| latency.to_string()),
             faults: row.faults,
             faults_by_kind: row.faults_by_kind,
             cpu_per_second: row.cpu_per_second,
@@ -257,7 +272,7 @@ struct Viewer {
 impl Viewer {
     fn client(&self, console: &Console) -> Result<Client, String> {
         if self.name.is_empty() {
-            return Ok(Client::local());
+            return Ok(Client::console_operator());
         }
         let Some(admission) = &console.admission else {
             return Err(
@@ -278,7 +293,7 @@ impl Viewer {
     }
 }
 
-fn refused(reason: &str) -> Response {
+fn bad_viewer(reason: &str) -> Response {
     (
         StatusCode::BAD_REQUEST,
         Json(serde_json::json!({ "error": reason })),
@@ -327,22 +342,25 @@ impl Listed {
     ) -> Result<(Vec<serde_json::Value>, Option<String>), ErrorData> {
         let (entries, next) = match self {
             Self::Resources => {
-                let page = console.server.resources_seen_by(client, cursor).await?;
+                let (page, _) = console.server.resources_for(client, cursor).await?;
                 (serde_json::to_value(page.resources), page.next_cursor)
             }
             Self::Templates => {
-                let page = console.server.templates_seen_by(client, cursor).await?;
+                let (page, _) = console.server.templates_for(client, cursor).await?;
                 (
                     serde_json::to_value(page.resource_templates),
                     page.next_cursor,
                 )
             }
         };
-        let entries = match entries {
-            Ok(serde_json::Value::Array(entries)) => entries,
-            _ => Vec::new(),
-        };
-        Ok((entries, next))
+        match entries {
+            Ok(serde_json::Value::Array(entries)) => Ok((entries, next)),
+            Ok(_) => Ok((Vec::new(), next)),
+            Err(error) => Err(ErrorData::internal_error(
+                format!("the listing does not serialise: {error}"),
+                None,
+            )),
+        }
     }
 }
 
@@ -361,16 +379,17 @@ async fn templates(
 }
 
 /// The entries `listed` as the viewer lists them, page after page from
-/// the listing's cursor, up to [`MOST_LISTED`], with the cursor to go on
-/// from.
+/// the listing's cursor, within the bounds of one answer, with the cursor
+/// to go on from.
 async fn list(console: &Console, listing: Listing, listed: Listed) -> Response {
     let client = match listing.viewer.client(console) {
         Ok(client) => client,
-        Err(reason) => return refused(&reason),
+        Err(reason) => return bad_viewer(&reason),
     };
+    let deadline = Instant::now() + LISTING_BUDGET;
     let mut cursor = listing.cursor;
     let mut entries = Vec::new();
-    loop {
+    for _ in 0..MOST_PAGES {
         match listed.page(console, &client, cursor.as_deref()).await {
             Ok((page, next)) => {
                 entries.extend(page);
@@ -378,7 +397,7 @@ async fn list(console: &Console, listing: Listing, listed: Listed) -> Response {
             }
             Err(error) => return mcp_error(error),
         }
-        if cursor.is_none() || entries.len() >= MOST_LISTED {
+        if cursor.is_none() || entries.len() >= MOST_LISTED || Instant::now() >= deadline {
             break;
         }
     }
@@ -398,18 +417,17 @@ struct Reading {
 async fn read(State(console): State<Arc<Console>>, Query(reading): Query<Reading>) -> Response {
     let client = match reading.viewer.client(&console) {
         Ok(client) => client,
-        Err(reason) => return refused(&reason),
+        Err(reason) => return bad_viewer(&reason),
     };
-    let verdict = match read_decision(&client, &reading.uri) {
-        Ok(verdict) => verdict,
-        Err(error) => return mcp_error(error),
-    };
-    let decision = serde_json::json!({
-        "permitted": verdict.permitted,
-        "by": verdict.by,
-        "guarded": client.scope.is_guarded(),
+    let (verdict, read) = console.server.read_seen_by(&client, &reading.uri).await;
+    let decision = verdict.map(|verdict| {
+        serde_json::json!({
+            "permitted": verdict.permitted,
+            "by": verdict.by,
+            "guarded": client.scope.is_guarded(),
+        })
     });
-    match console.server.read_seen_by(&client, &reading.uri).await {
+    match read {
         Ok(result) => Json(serde_json::json!({ "decision": decision, "result": result })),
         Err(error) => Json(serde_json::json!({ "decision": decision, "mcp_error": error })),
     }

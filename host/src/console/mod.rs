@@ -5,22 +5,25 @@
 //! it serves changes the server.
 //!
 //! The page and its assets ([`assets`]) are embedded in the binary and hold
-//! no data, so they are served to anyone who reaches the listener; the data
-//! ([`api`]) sits behind the metrics token when the operator set one, which
-//! the page sends as a bearer token. Every answer carries a strict
-//! Content-Security-Policy (no inline script or style, nothing from another
-//! origin), and the page writes text from plugins only as text. The data
-//! answers only requests whose `Host` an attacker's name cannot carry (an
+//! no data, so they are served to anyone who reaches the listener. The data
+//! ([`api`]) reads every resource past the access policy, so it is served
+//! only behind the metrics token, or, without one, on a loopback listener
+//! of a server that has no clients of its own to protect ([`Exposure`]).
+//! It answers only requests whose `Host` an attacker's name cannot carry (an
 //! IP address, `localhost`, or a name the operator allowed with
 //! `--allow-host`), which defeats DNS rebinding, and no request a browser
-//! marks as sent from another site.
+//! marks as sent from another origin. Every answer of the page and its data
+//! carries a strict Content-Security-Policy (no inline script or style,
+//! nothing from another origin), and the page writes text from plugins only
+//! as text.
 
 mod api;
 mod assets;
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::extract::{Request, State};
@@ -32,11 +35,13 @@ use crate::access::Admission;
 use crate::protocol::ResmuxServer;
 use crate::telemetry::figures::{Figures, Sample};
 
-/// Figures are taken over at most this long a window.
+/// Figures are taken from the newest sample at least this old.
 const FIGURES_WINDOW: Duration = Duration::from_secs(10);
 /// Samples of the metrics are taken at most this often, however many pages
 /// are open.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// Samples older than this (the page was away) are no base for figures.
+const SAMPLES_STALE: Duration = Duration::from_secs(20);
 
 /// What the console answers from.
 pub struct Console {
@@ -49,9 +54,45 @@ pub struct Console {
     /// Names the `Host` of a data request may carry besides IP addresses
     /// and `localhost`.
     allowed_hosts: Vec<String>,
-    /// Recent samples of the metrics, oldest first, the newest taken no
-    /// longer than [`SAMPLE_EVERY`] ago when the page last asked.
-    samples: Mutex<VecDeque<Sample>>,
+    exposure: Exposure,
+    /// Recent samples of the metrics, oldest first; held while one is
+    /// taken, so that pages asking at once share it.
+    samples: tokio::sync::Mutex<VecDeque<Sample>>,
+}
+
+/// Whether the console's data may be served, and why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exposure {
+    /// Behind the metrics token.
+    Token,
+    /// Without a token: on a loopback listener, of a server whose MCP
+    /// clients are not told apart (stdio, or HTTP without tokens or an
+    /// issuer), so the console shows no one more than they could read.
+    Loopback,
+    /// Not at all, for this reason.
+    Off(String),
+}
+
+impl Exposure {
+    /// What serving the data on `listener` allows, with the metrics token
+    /// or without it, for a server with or without `access_control`.
+    pub fn of(listener: SocketAddr, token: bool, access_control: bool) -> Self {
+        if token {
+            return Self::Token;
+        }
+        if !listener.ip().is_loopback() {
+            return Self::Off(format!(
+                "the console's data reads every resource, so on {listener}, which is not a loopback address, it needs --metrics-token-file"
+            ));
+        }
+        if access_control {
+            return Self::Off(
+                "the console's data reads every resource past the access policy, so on a server with --tokens or --auth it needs --metrics-token-file"
+                    .to_owned(),
+            );
+        }
+        Self::Loopback
+    }
 }
 
 /// What the console is told of the server it shows.
@@ -65,11 +106,15 @@ pub struct Served {
     /// Whether the audit log is on.
     pub audited: bool,
     pub allowed_hosts: Vec<String>,
+    pub exposure: Exposure,
 }
 
 impl Console {
     pub fn new(served: Served) -> Arc<Self> {
-        crate::telemetry::board().show();
+        crate::telemetry::board().enable();
+        if let Exposure::Off(reason) = &served.exposure {
+            tracing::warn!("the console shows no data: {reason}");
+        }
         Arc::new(Self {
             server: served.server,
             admission: served.admission,
@@ -78,7 +123,8 @@ impl Console {
             audited: served.audited,
             started: SystemTime::now(),
             allowed_hosts: served.allowed_hosts,
-            samples: Mutex::default(),
+            exposure: served.exposure,
+            samples: tokio::sync::Mutex::default(),
         })
     }
 
@@ -92,39 +138,33 @@ impl Console {
     /// guard.
     pub fn api(self: &Arc<Self>) -> axum::Router {
         api::routes(self.clone())
-            .layer(axum::middleware::from_fn_with_state(
-                self.clone(),
-                same_site_only,
-            ))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), exposed))
             .layer(axum::middleware::from_fn(secure))
     }
 
-    /// The figures of each plugin over the last [`FIGURES_WINDOW`], and how
-    /// long that window is (zero at the first look, which has nothing to
-    /// compare with).
+    /// The figures of each plugin since the newest sample at least
+    /// [`FIGURES_WINDOW`] old (or the oldest there is), and how long that
+    /// is: zero at a first look, or the first after a long absence, which
+    /// have nothing to compare with.
     async fn figures(&self) -> (Figures, Duration) {
-        let fresh = {
-            let samples = self.lock_samples();
-            samples
-                .back()
-                .is_some_and(|newest| newest.at.elapsed() < SAMPLE_EVERY)
-        };
-        if !fresh {
+        let mut samples = self.samples.lock().await;
+        if samples
+            .back()
+            .is_none_or(|newest| newest.at.elapsed() >= SAMPLE_EVERY)
+        {
+            samples.retain(|sample| sample.at.elapsed() < SAMPLES_STALE);
             // Encoding the registry takes a while on a big one: off the
             // threads that serve.
             if let Ok(sample) = tokio::task::spawn_blocking(Sample::own).await {
-                let mut samples = self.lock_samples();
                 samples.push_back(sample);
-                while samples.len() > 2
-                    && samples
-                        .get(1)
-                        .is_some_and(|second| second.at.elapsed() >= FIGURES_WINDOW)
-                {
-                    samples.pop_front();
-                }
+            }
+            while samples
+                .get(1)
+                .is_some_and(|second| second.at.elapsed() >= FIGURES_WINDOW)
+            {
+                samples.pop_front();
             }
         }
-        let samples = self.lock_samples();
         match (samples.front(), samples.back()) {
             (Some(oldest), Some(newest)) => (
                 Figures::between(oldest, newest),
@@ -137,10 +177,6 @@ impl Console {
                 Duration::ZERO,
             ),
         }
-    }
-
-    fn lock_samples(&self) -> std::sync::MutexGuard<'_, VecDeque<Sample>> {
-        self.samples.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether `host` (a `Host` header's value) is one no attacker's DNS
@@ -164,15 +200,15 @@ impl Console {
     }
 }
 
-/// Refuses a data request whose `Host` an attacker's name could carry, or
-/// that the browser says was sent from another site.
-async fn same_site_only(
-    State(console): State<Arc<Console>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// Serves a data request only when the data may be served at all, its
+/// `Host` is one an attacker's name could not carry, and the browser does
+/// not say it comes from another origin.
+async fn exposed(State(console): State<Arc<Console>>, request: Request, next: Next) -> Response {
+    if let Exposure::Off(reason) = &console.exposure {
+        return (StatusCode::FORBIDDEN, format!("{reason}\n")).into_response();
+    }
     let headers = request.headers();
-    let host = text(headers, header::HOST.as_str());
+    let host = header_text(headers, header::HOST.as_str());
     if !host.is_some_and(|host| console.trusts_host(host)) {
         return (
             StatusCode::FORBIDDEN,
@@ -183,29 +219,30 @@ async fn same_site_only(
         )
             .into_response();
     }
-    if let Some(site) = text(headers, "sec-fetch-site")
+    if let Some(site) = header_text(headers, "sec-fetch-site")
         && site != "same-origin"
         && site != "none"
     {
         return (
             StatusCode::FORBIDDEN,
-            format!("the console's data is not served to another site ({site})\n"),
+            format!("the console's data is not served to another origin ({site})\n"),
         )
             .into_response();
     }
     next.run(request).await
 }
 
-fn text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|value| value.to_str().ok())
 }
 
 /// Nothing runs on the page but its own script, nothing is fetched from
-/// another origin, no other site may frame it, and nothing is cached.
+/// another origin, and no other site may frame it.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; \
      connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// Adds the console's security headers to every answer.
+/// Adds the console's security headers to every answer, and keeps it out
+/// of every cache.
 async fn secure(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();

@@ -45,7 +45,6 @@ use cache::Paged;
 pub use cache::ResponseCache;
 use guarded::{hide, readable_part, unseen};
 pub use observed::Observed;
-pub use operator::read_decision;
 
 use notify::{ListenStreams, MAX_SUBSCRIPTIONS_PER_SESSION, Session};
 
@@ -114,17 +113,18 @@ impl ResmuxServer {
                 })
                 .inc();
         }
-        self.read_admitted(client, uri, via, admitted).await
+        self.read_admitted(client, uri, via, admitted).await.1
     }
 
-    /// [`Self::read`] once the rate limit said `admitted`.
+    /// [`Self::read`] once the rate limit said `admitted`; with the access
+    /// decision, when one was made.
     async fn read_admitted(
         &self,
         client: &Client,
         uri: &str,
         via: &str,
         admitted: Result<(), String>,
-    ) -> Result<Read, ReadRefusal> {
+    ) -> (Option<Verdict>, Result<Read, ReadRefusal>) {
         let mut verdict = None;
         let parsed_uri = parse_uri(uri);
         let outcome = match admitted {
@@ -153,7 +153,7 @@ impl ResmuxServer {
             Err(ReadRefusal::Namespace(NamespaceError::InvalidUri { .. })) => ("invalid", 0),
             Err(ReadRefusal::Namespace(_) | ReadRefusal::Unaudited(_)) => ("failed", 0),
         };
-        self.audit(
+        let audited = self.audit(
             client,
             Action::Read,
             via,
@@ -161,9 +161,12 @@ impl ResmuxServer {
             verdict.as_ref(),
             outcome_name,
             bytes,
-        )
-        .map_err(ReadRefusal::Unaudited)?;
-        outcome
+        );
+        let outcome = match audited {
+            Ok(()) => outcome,
+            Err(reason) => Err(ReadRefusal::Unaudited(reason)),
+        };
+        (verdict, outcome)
     }
 
     /// One line of the audit log, if there is one. Fails, with the reason
@@ -245,7 +248,7 @@ impl ResmuxServer {
 
     /// One page of resources as `client` lists them, with the page's cache
     /// hint.
-    async fn resources_for(
+    pub async fn resources_for(
         &self,
         client: &Client,
         cursor: Option<&str>,
@@ -262,7 +265,7 @@ impl ResmuxServer {
 
     /// One page of templates as `client` lists them, with the page's cache
     /// hint.
-    async fn templates_for(
+    pub async fn templates_for(
         &self,
         client: &Client,
         cursor: Option<&str>,

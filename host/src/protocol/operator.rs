@@ -1,67 +1,39 @@
-//! What the operator's console asks of the MCP face: a page of the
-//! resources or templates a client would list, and a read as that client
-//! would get it, through the very code that answers the client (its scope's
-//! decisions, the conversion to MCP results, the response cache and the
-//! audit log, where the console's reads are recorded `via` `console`). The
-//! client's rate limit is not spent: the operator looked, the client did
-//! not ask. Results are those of the newest revision, without cache hints.
+//! What the operator's console asks of the MCP face besides a client's
+//! listing pages ([`ResmuxServer::resources_for`] and
+//! [`ResmuxServer::templates_for`]): a read as a client would get it, through
+//! the very code that answers the client (its scope's decision, the
+//! response cache, the conversion to an MCP result and the audit log, where
+//! it is recorded with `"via": "console"`), with the decision and the
+//! policies behind it. The client's rate limit is not spent: the operator
+//! looked, the client did not ask.
 
-use rmcp::model::{
-    ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult,
-};
+use rmcp::model::{ErrorData, ReadResourceResult};
 
-use super::{ReadRefusal, ResmuxServer, contents, error_data, parse_uri};
+use super::{ReadRefusal, ResmuxServer, contents, error_data};
 use crate::access::Client;
-use crate::namespace::{Action, Verdict};
+use crate::namespace::Verdict;
 
 /// What the audit log says the console's reads came through.
 const VIA_CONSOLE: &str = "console";
 
 impl ResmuxServer {
-    /// One page of resources, as `client` lists them.
-    pub async fn resources_seen_by(
-        &self,
-        client: &Client,
-        cursor: Option<&str>,
-    ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(self.resources_for(client, cursor).await?.0)
-    }
-
-    /// One page of templates, as `client` lists them.
-    pub async fn templates_seen_by(
-        &self,
-        client: &Client,
-        cursor: Option<&str>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(self.templates_for(client, cursor).await?.0)
-    }
-
     /// `uri`, read as `client` would get it (a refused URI reads as one
-    /// that does not exist), and audited.
+    /// that does not exist), and audited; with the access decision, unless
+    /// the URI does not parse.
     pub async fn read_seen_by(
         &self,
         client: &Client,
         uri: &str,
-    ) -> Result<ReadResourceResult, ErrorData> {
-        let read = self
-            .read_admitted(client, uri, VIA_CONSOLE, Ok(()))
-            .await
+    ) -> (Option<Verdict>, Result<ReadResourceResult, ErrorData>) {
+        let (verdict, read) = self.read_admitted(client, uri, VIA_CONSOLE, Ok(())).await;
+        let result = read
+            .map(|read| ReadResourceResult::new(read.contents.into_iter().map(contents).collect()))
             .map_err(|refusal| match refusal {
                 ReadRefusal::Namespace(error) => error_data(error),
                 ReadRefusal::RateLimited(reason) | ReadRefusal::Unaudited(reason) => {
                     ErrorData::internal_error(reason, None)
                 }
-            })?;
-        Ok(ReadResourceResult::new(
-            read.contents.into_iter().map(contents).collect(),
-        ))
+            });
+        (verdict, result)
     }
-}
-
-/// What `client`'s scope decides on reading `uri`, and which policies
-/// decided, as `resmux policy check` says it; an error for a URI that does
-/// not parse.
-pub fn read_decision(client: &Client, uri: &str) -> Result<Verdict, ErrorData> {
-    let uri = parse_uri(uri).map_err(error_data)?;
-    Ok(client.scope.decide(Action::Read, || uri.canonical()))
 }

@@ -33,7 +33,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -67,6 +67,10 @@ pub struct WasmPlugin {
 /// of a plugin with file grants.
 struct Shared {
     name: Arc<str>,
+    /// Unique among the plugins this process loaded: tells a replaced
+    /// plugin, still finishing its calls, from the one now serving its
+    /// scheme.
+    id: u64,
     /// The compiled component, shared with every other mount of it for as
     /// long as one of them is loaded.
     _component: Arc<Component>,
@@ -275,9 +279,11 @@ impl WasmPlugin {
                 idle: new_idle(),
                 unable: AtomicBool::new(false),
             });
+        static LOADED: AtomicU64 = AtomicU64::new(0);
         Self {
             shared: Arc::new(Shared {
                 name,
+                id: LOADED.fetch_add(1, Ordering::Relaxed),
                 _component: component,
                 epoch: runtime.on.epoch.clone(),
                 pre,
@@ -295,6 +301,11 @@ impl WasmPlugin {
                 preopened,
             }),
         }
+    }
+
+    /// Unique among the plugins this process loaded.
+    pub fn id(&self) -> u64 {
+        self.shared.id
     }
 
     pub fn grants(&self) -> &Grants {
@@ -424,7 +435,13 @@ impl WasmPlugin {
                         "quarantined for {} ms after {FAULTS_BEFORE_QUARANTINE} faults in a row",
                         backoff.as_millis()
                     );
-                    crate::telemetry::board().quarantined(&shared.name, path, backoff, message);
+                    crate::telemetry::board().quarantined(
+                        shared.id,
+                        &shared.name,
+                        path,
+                        backoff,
+                        message,
+                    );
                 }
                 Ended::Faulted(*kind)
             }

@@ -2,9 +2,12 @@
 //! serving, failed to load, quarantined), where it came from and what it is
 //! granted, and the recent events of the folder and the audit log. The
 //! catalog, the runtime and the audit log write to it as things happen; the
-//! console reads it. It holds one card per plugin file the folder declares
-//! and a bounded list of events, and does nothing on its own: an idle
-//! server's board costs nothing.
+//! console reads it. It holds one card per plugin file the folder declares,
+//! and the last [`EVENTS_KEPT`] plugin events and as many access decisions
+//! in rings of their own, so a flood of reads cannot push out a quarantine.
+//! Every text it keeps is cut to [`TEXT_KEPT`] bytes. It does nothing on its
+//! own; what only the console shows (what a plugin says it is, access
+//! decisions) is gathered only once the console is on ([`Board::enable`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -12,10 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-/// Events kept; the oldest go first.
-const EVENTS_KEPT: usize = 200;
+/// Plugin events kept, and access decisions kept; the oldest go first.
+pub const EVENTS_KEPT: usize = 200;
 /// The most of one text from a plugin or an error a card or an event keeps.
-const TEXT_KEPT: usize = 2048;
+pub const TEXT_KEPT: usize = 2048;
 
 /// The board of this process.
 pub fn board() -> &'static Board {
@@ -27,16 +30,18 @@ pub fn board() -> &'static Board {
 #[derive(Default)]
 pub struct Board {
     inner: Mutex<Inner>,
-    /// Whether anyone looks at the board: only then is a plugin asked
-    /// what it is as it loads.
-    shown: AtomicBool,
+    /// Whether the console is on: only then is a plugin asked what it is
+    /// as it loads, and an access decision posted.
+    enabled: AtomicBool,
 }
 
 #[derive(Default)]
 struct Inner {
     /// By the file that declares the plugin.
     cards: BTreeMap<PathBuf, Card>,
+    /// Plugin events, and access decisions.
     events: VecDeque<Event>,
+    decisions: VecDeque<Event>,
     next_event: u64,
 }
 
@@ -54,6 +59,9 @@ pub struct Origin {
 /// What a loaded plugin is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Loaded {
+    /// The runtime's id of the plugin (`WasmPlugin::id`), which tells it
+    /// from the version it replaced.
+    pub plugin: u64,
     /// The SHA-256 of its component's bytes.
     pub sha256: String,
     /// For a component pulled from a registry: the digest of its OCI
@@ -116,7 +124,9 @@ pub enum Kind {
     Added,
     Replaced,
     Removed,
-    /// A plugin, or a change of its files, refused.
+    /// A plugin that did not load, or a change of its files that was not
+    /// put in place: the folder offered it and resmux refused it. Its card
+    /// says `failed`, or keeps serving the version before.
     Refused,
     Quarantined,
     /// An access decision of the audit log: allowed.
@@ -156,14 +166,15 @@ impl Board {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Someone looks at the board from now on (the console is on).
-    pub fn show(&self) {
-        self.shown.store(true, Ordering::Relaxed);
+    /// The console is on: from now on, plugins are asked what they are as
+    /// they load, and access decisions are posted.
+    pub fn enable(&self) {
+        self.enabled.store(true, Ordering::Relaxed);
     }
 
-    /// Whether someone looks at the board.
-    pub fn is_shown(&self) -> bool {
-        self.shown.load(Ordering::Relaxed)
+    /// Whether the console is on.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
     }
 
     /// The plugin `origin` is expected and loading.
@@ -176,7 +187,10 @@ impl Board {
 
     /// The plugin `origin` serves, as `loaded`, in place of whatever
     /// served before.
-    pub fn serving(&self, origin: Origin, loaded: Loaded) {
+    pub fn serving(&self, origin: Origin, mut loaded: Loaded) {
+        loaded.about = loaded
+            .about
+            .map(|(name, version, description)| (kept(&name), kept(&version), kept(&description)));
         let mut inner = self.lock();
         let scheme = origin.scheme.clone();
         let card = inner.card(origin);
@@ -224,16 +238,23 @@ impl Board {
         inner.record(Kind::Refused, Some(scheme), kept(reason));
     }
 
-    /// A change of the files of the plugin declared by `file` was not put
-    /// in place, for `reason`; the version before keeps serving.
-    pub fn not_replaced(&self, file: &Path, reason: &str) {
+    /// A change of the files of the plugin declared by `file`, under
+    /// `scheme`, was not put in place, for `reason`; the version before
+    /// keeps serving, and its card (that of another file, when the plugin
+    /// moved to `file`) says why.
+    pub fn not_replaced(&self, file: &Path, scheme: &str, reason: &str) {
         let mut inner = self.lock();
-        let Some(card) = inner.cards.get_mut(file) else {
-            return;
+        let card = match inner.cards.contains_key(file) {
+            true => inner.cards.get_mut(file),
+            false => inner
+                .cards
+                .values_mut()
+                .find(|card| card.origin.scheme == scheme && card.loaded.is_some()),
         };
-        card.not_replaced = Some(kept(reason));
-        let scheme = card.origin.scheme.clone();
-        inner.record(Kind::Refused, Some(scheme), kept(reason));
+        if let Some(card) = card {
+            card.not_replaced = Some(kept(reason));
+        }
+        inner.record(Kind::Refused, Some(scheme.to_owned()), kept(reason));
     }
 
     /// Only the plugins declared by `files` are left in the folder: every
@@ -254,9 +275,17 @@ impl Board {
         }
     }
 
-    /// The plugin serving `scheme` (or its `path`) is quarantined for
-    /// `period` after the fault `reason`.
-    pub fn quarantined(&self, scheme: &str, path: Option<&str>, period: Duration, reason: &str) {
+    /// The plugin whose runtime id is `plugin`, serving `scheme`, (or its
+    /// `path`) is quarantined for `period` after the fault `reason`. A
+    /// version replaced while its calls finish shows on no card.
+    pub fn quarantined(
+        &self,
+        plugin: u64,
+        scheme: &str,
+        path: Option<&str>,
+        period: Duration,
+        reason: &str,
+    ) {
         let mut inner = self.lock();
         let quarantine = Quarantine {
             path: path.map(kept),
@@ -272,11 +301,11 @@ impl Board {
             period.as_millis(),
             quarantine.reason
         );
-        if let Some(card) = inner
-            .cards
-            .values_mut()
-            .find(|card| card.origin.scheme == scheme && card.state == State::Serving)
-        {
+        if let Some(card) = inner.cards.values_mut().find(|card| {
+            card.loaded
+                .as_ref()
+                .is_some_and(|loaded| loaded.plugin == plugin)
+        }) {
             match path {
                 Some(_) => card.path_quarantine = Some(quarantine),
                 None => card.quarantine = Some(quarantine),
@@ -285,14 +314,17 @@ impl Board {
         inner.record(Kind::Quarantined, Some(scheme.to_owned()), text);
     }
 
-    /// An access decision the audit log recorded.
-    pub fn audited(&self, allowed: bool, scheme: Option<&str>, text: String) {
+    /// An access decision the audit log recorded, once the console is on.
+    pub fn audited(&self, allowed: bool, scheme: Option<&str>, text: impl FnOnce() -> String) {
+        if !self.is_enabled() {
+            return;
+        }
         let kind = match allowed {
             true => Kind::Allowed,
             false => Kind::Denied,
         };
         self.lock()
-            .record(kind, scheme.map(str::to_owned), kept(&text));
+            .record(kind, scheme.map(str::to_owned), kept(&text()));
     }
 
     /// Every card, by file.
@@ -300,9 +332,17 @@ impl Board {
         self.lock().cards.values().cloned().collect()
     }
 
-    /// The events kept, oldest first.
+    /// The events kept, plugin events and access decisions, oldest first.
     pub fn events(&self) -> Vec<Event> {
-        self.lock().events.iter().cloned().collect()
+        let inner = self.lock();
+        let mut events: Vec<Event> = inner
+            .events
+            .iter()
+            .chain(&inner.decisions)
+            .cloned()
+            .collect();
+        events.sort_unstable_by_key(|event| event.id);
+        events
     }
 }
 
@@ -348,11 +388,15 @@ impl Inner {
     }
 
     fn record(&mut self, kind: Kind, scheme: Option<String>, text: String) {
-        if self.events.len() == EVENTS_KEPT {
-            self.events.pop_front();
+        let ring = match kind {
+            Kind::Allowed | Kind::Denied => &mut self.decisions,
+            _ => &mut self.events,
+        };
+        if ring.len() == EVENTS_KEPT {
+            ring.pop_front();
         }
         self.next_event += 1;
-        self.events.push_back(Event {
+        ring.push_back(Event {
             id: self.next_event,
             at: SystemTime::now(),
             kind,
@@ -392,15 +436,23 @@ mod tests {
         let board = Board::default();
         board.loading(origin("/p/a.wasm", "a"));
         assert_eq!(board.cards()[0].state, State::Loading);
-        board.serving(origin("/p/a.wasm", "a"), Loaded::default());
-        board.not_replaced(Path::new("/p/a.wasm"), "half copied");
+        let version = |plugin| Loaded {
+            plugin,
+            ..Loaded::default()
+        };
+        board.serving(origin("/p/a.wasm", "a"), version(1));
+        board.not_replaced(Path::new("/p/a.wasm"), "a", "half copied");
         assert_eq!(
             board.cards()[0].not_replaced.as_deref(),
             Some("half copied")
         );
-        board.serving(origin("/p/a.wasm", "a"), Loaded::default());
+        board.serving(origin("/p/a.wasm", "a"), version(2));
         assert_eq!(board.cards()[0].not_replaced, None);
-        board.quarantined("a", None, Duration::from_secs(60), "trap");
+        // A fault of the version replaced, finishing a call, leaves the
+        // card of the one serving as it is.
+        board.quarantined(1, "a", None, Duration::from_secs(60), "trap");
+        assert!(board.cards()[0].quarantine.is_none());
+        board.quarantined(2, "a", None, Duration::from_secs(60), "trap");
         assert!(board.cards()[0].quarantined_now().is_some());
         board.keep_only(&[]);
         assert!(board.cards().is_empty());
@@ -412,21 +464,54 @@ mod tests {
                 Kind::Refused,
                 Kind::Replaced,
                 Kind::Quarantined,
+                Kind::Quarantined,
                 Kind::Removed
             ]
         );
     }
 
     #[test]
-    fn events_and_texts_stay_bounded() {
+    fn a_plugin_that_moved_to_a_file_that_fails_keeps_its_card_with_the_reason() {
         let board = Board::default();
+        board.serving(origin("/p/a.wasm", "a"), Loaded::default());
+        board.not_replaced(Path::new("/p/b.toml"), "a", "no component");
+        assert_eq!(board.cards()[0].origin.file, PathBuf::from("/p/a.wasm"));
+        assert_eq!(
+            board.cards()[0].not_replaced.as_deref(),
+            Some("no component")
+        );
+    }
+
+    #[test]
+    fn events_and_texts_stay_bounded_and_decisions_push_out_no_plugin_event() {
+        let board = Board::default();
+        board.enable();
+        board.loading(origin("/p/a.wasm", "a"));
+        let about = ("liar".repeat(TEXT_KEPT), "1".into(), "d".into());
+        board.serving(
+            origin("/p/a.wasm", "a"),
+            Loaded {
+                about: Some(about),
+                ..Loaded::default()
+            },
+        );
         let long = "é".repeat(TEXT_KEPT);
         for _ in 0..EVENTS_KEPT + 10 {
-            board.audited(true, Some("a"), long.clone());
+            board.audited(true, Some("a"), || long.clone());
         }
         let events = board.events();
-        assert_eq!(events.len(), EVENTS_KEPT);
-        assert_eq!(events[0].id, 11);
-        assert!(events[0].text.len() <= TEXT_KEPT + '…'.len_utf8());
+        assert_eq!(events.len(), EVENTS_KEPT + 1);
+        assert_eq!(events[0].kind, Kind::Added);
+        assert_eq!(events[1].id, 12);
+        assert!(events[1].text.len() <= TEXT_KEPT + '…'.len_utf8());
+        let (name, _, _) = board.cards()[0].loaded.clone().unwrap().about.unwrap();
+        assert!(name.len() <= TEXT_KEPT + '…'.len_utf8());
+    }
+
+    #[test]
+    fn decisions_are_posted_only_once_the_console_is_on() {
+        let board = Board::default();
+        board.audited(false, None, || unreachable!("no text is made"));
+        assert!(board.events().is_empty());
     }
 }

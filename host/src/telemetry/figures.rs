@@ -47,10 +47,10 @@ impl Sample {
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Row {
     pub calls_per_second: f64,
-    /// Upper bounds of the latency buckets the median and the 99th
-    /// percentile fell in, in seconds; none without calls.
-    pub p50: Option<f64>,
-    pub p99: Option<f64>,
+    /// The latency buckets the median and the 99th percentile fell in;
+    /// none without calls.
+    pub p50: Option<Latency>,
+    pub p99: Option<Latency>,
     /// Faults over the interval.
     pub faults: f64,
     /// Faults since the start, by kind (`trap`, `timeout`, `cpu`, …).
@@ -62,6 +62,31 @@ pub struct Row {
     /// The most linear memory one instance has held.
     pub peak_memory_bytes: f64,
     pub quarantined: bool,
+}
+
+/// A latency as histogram buckets tell it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Latency {
+    /// At most this many seconds: a bucket's bound.
+    AtMost(f64),
+    /// More than the last bucket's bound, in seconds.
+    Beyond(f64),
+}
+
+impl std::fmt::Display for Latency {
+    /// `≤2.5ms`, `≤1s`, `>10s`: one word, for a column of `resmux top`.
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (sign, seconds) = match *self {
+            Self::AtMost(seconds) => ("≤", seconds),
+            Self::Beyond(seconds) => (">", seconds),
+        };
+        // Rounded to the microsecond, so that no bound shows a binary
+        // fraction's tail.
+        match seconds < 1.0 {
+            true => write!(out, "{sign}{}ms", (seconds * 1e6).round() / 1e3),
+            false => write!(out, "{sign}{}s", (seconds * 1e3).round() / 1e3),
+        }
+    }
 }
 
 /// Every plugin's row, by plugin.
@@ -218,17 +243,26 @@ fn bucket_count(buckets: &[HistogramCount], less_than: f64) -> f64 {
         .map_or(0.0, |bucket| bucket.count)
 }
 
-/// The upper bound of the bucket the `q` quantile falls in (cumulative
-/// buckets, as Prometheus keeps them); `None` without observations.
-fn quantile(buckets: &[HistogramCount], q: f64) -> Option<f64> {
+/// The bucket the `q` quantile falls in (cumulative buckets, as Prometheus
+/// keeps them); `None` without observations.
+fn quantile(buckets: &[HistogramCount], q: f64) -> Option<Latency> {
     let total = total(buckets);
     if total <= 0.0 {
         return None;
     }
-    buckets
+    let bound = buckets
         .iter()
-        .find(|bucket| bucket.count >= q * total)
+        .find(|bucket| bucket.count >= q * total)?
+        .less_than;
+    if bound.is_finite() {
+        return Some(Latency::AtMost(bound));
+    }
+    let last = buckets
+        .iter()
         .map(|bucket| bucket.less_than)
+        .filter(|bound| bound.is_finite())
+        .fold(0.0, f64::max);
+    Some(Latency::Beyond(last))
 }
 
 #[cfg(test)]
@@ -263,5 +297,22 @@ resmux_plugin_quarantined{plugin=\"a\"} 1
         assert!(row.quarantined);
         assert_eq!(row.faults_by_kind["trap"], 3.0);
         assert_eq!(row.faults_by_kind["timeout"], 1.0);
+    }
+
+    #[test]
+    fn latencies_read_as_bucket_bounds_and_past_the_last_one() {
+        let buckets = |counts: [f64; 3]| {
+            [0.0025, 10.0, f64::INFINITY]
+                .into_iter()
+                .zip(counts)
+                .map(|(less_than, count)| HistogramCount { less_than, count })
+                .collect::<Vec<_>>()
+        };
+        let fast = quantile(&buckets([90.0, 100.0, 100.0]), 0.5).unwrap();
+        assert_eq!(fast.to_string(), "≤2.5ms");
+        let stuck = quantile(&buckets([0.0, 0.0, 4.0]), 0.99).unwrap();
+        assert_eq!(stuck, Latency::Beyond(10.0));
+        assert_eq!(stuck.to_string(), ">10s");
+        assert_eq!(quantile(&buckets([0.0; 3]), 0.5), None);
     }
 }

@@ -107,6 +107,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         response_cache_bytes: 0,
         metrics: None,
         metrics_token: None,
+        console: false,
         trace_uris: false,
         cursor_seal: CursorSeal::random(cursor::DEFAULT_ROTATION),
     };

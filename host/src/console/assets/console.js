@@ -15,6 +15,7 @@
   const $ = (id) => document.getElementById(id);
   let token = sessionStorage.getItem('resmux-console-token');
   let lastEvent = 0;
+  let startedMs = null;
   let timer = null;
   let knownClients = '';
   let servingSignature = null;
@@ -47,9 +48,15 @@
       askForToken(token ? 'That is not the metrics token.' : '');
       throw new NeedsToken();
     }
-    const body = await response.json().catch(() => null);
+    const text = await response.text();
+    let body = null;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      // A refusal is plain text.
+    }
     if (!response.ok) {
-      throw new Error((body && body.error) || response.status + ' ' + response.statusText);
+      throw new Error((body && body.error) || text.trim() || response.status + ' ' + response.statusText);
     }
     return body;
   }
@@ -87,18 +94,18 @@
     return (unit ? count.toFixed(1) : count) + ' ' + units[unit];
   }
 
-  function latency(ms) {
-    if (ms === null || ms === undefined) return '–';
-    if (!Number.isFinite(ms)) return '> 10 s';
-    return ms < 1000 ? '≤ ' + ms + ' ms' : '≤ ' + ms / 1000 + ' s';
-  }
-
   async function poll() {
     clearTimeout(timer);
     timer = null;
     if (!token && $('token-form').hidden === false) return;
     try {
-      const state = await api('/console/api/state?after=' + lastEvent);
+      const known = startedMs;
+      let state = await api('/console/api/state?after=' + lastEvent);
+      if (known !== null && state.server.started_ms !== known && lastEvent > 0) {
+        // The server started again, and counts its events from one.
+        lastEvent = 0;
+        state = await api('/console/api/state?after=0');
+      }
       draw(state);
       setStatus('live', 'live, every ' + POLL_MS / 1000 + ' s');
     } catch (error) {
@@ -110,6 +117,11 @@
 
   function draw(state) {
     const server = state.server;
+    if (server.started_ms !== startedMs) {
+      // Another server, or this one started again: its events are new.
+      startedMs = server.started_ms;
+      $('events').replaceChildren();
+    }
     $('server').textContent = 'version ' + server.version + ' over ' + server.transport + ', serving ' +
       server.folder + ', up since ' + clock(server.started_ms) + (server.audited ? ', audit log on' : '');
     drawPlugins(state.plugins, server);
@@ -174,8 +186,8 @@
     const faults = Object.entries(figures.faults_by_kind).map(([kind, count]) => count + ' ' + kind).join(', ');
     const cells = [
       ['calls/s', perSecond ? figures.calls_per_second.toFixed(1) : '–'],
-      ['p50', perSecond ? latency(figures.p50_ms) : '–'],
-      ['p99', perSecond ? latency(figures.p99_ms) : '–'],
+      ['p50', (perSecond && figures.p50) || '–'],
+      ['p99', (perSecond && figures.p99) || '–'],
       ['faults', (perSecond ? String(figures.faults) : '–') + (faults ? ' (' + faults + ' in all)' : '')],
       ['CPU', perSecond ? (figures.cpu_per_second * 100).toFixed(1) + ' %' : '–'],
       ['instances', figures.instances + ' (' + figures.idle_instances + ' idle)'],
@@ -310,6 +322,7 @@
   }
 
   function decisionText(decision) {
+    if (!decision) return 'No decision: the URI does not parse.';
     if (!decision.guarded) return 'Not guarded: this view may read everything.';
     if (decision.permitted) return 'Allowed by ' + decision.by.join(', ') + '.';
     if (!decision.by.length) return 'Denied: no policy permits it; the client is told it does not exist.';
