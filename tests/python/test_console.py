@@ -15,7 +15,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from selenium import webdriver
@@ -46,6 +45,14 @@ def browser():
     driver.set_page_load_timeout(30)
     yield driver
     driver.quit()
+
+
+@pytest.fixture
+def plugins(tmp_path):
+    """An empty plugin folder."""
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    return folder
 
 
 def console_server(serve, plugins, *args, listen="127.0.0.1"):
@@ -83,6 +90,11 @@ def cards(browser):
         ".map(card => [card.dataset.scheme, card.dataset.state, card.textContent])"
     )
     return {scheme: (state, text) for scheme, state, text in rows}
+
+
+def state_of(browser, scheme):
+    """The state the card of `scheme` shows; empty without a card."""
+    return cards(browser).get(scheme, ("",))[0]
 
 
 def wait_for(browser, what, timeout=20):
@@ -125,11 +137,9 @@ def mcp(url, headers, method, params):
     return text
 
 
-def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, browser, tmp_path):
-    plugins = tmp_path / "plugins"
+def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, browser, plugins, tmp_path):
     data = tmp_path / "data"
-    data.mkdir(parents=True)
-    plugins.mkdir()
+    data.mkdir()
     shutil.copy(PLUGINS / "files-sample/pixel.png", data / "pixel.png")
     (data / "hello.txt").write_text("hello from the files plugin\n")
     copy_plugin(plugins, "notes")
@@ -197,14 +207,12 @@ def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, brow
     assert server.process.poll() is None
 
 
-def test_a_quarantined_plugin_shows_within_seconds_while_the_others_serve(serve, browser, tmp_path):
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
+def test_a_quarantined_plugin_shows_within_seconds_while_the_others_serve(serve, browser, plugins):
     copy_plugin(plugins, "notes")
     liar(plugins, '[config]\nlist = "spin"\n[limits]\ncpu_ms = 20\ntimeout_ms = 2000\n')
     server, metrics = console_server(serve, plugins)
     browser.get(f"http://{metrics}/console")
-    wait_for(browser, lambda: cards(browser).get("liar", ("",))[0] == "serving")
+    wait_for(browser, lambda: state_of(browser, "liar") == "serving")
 
     # A client lists again and again: each walk of liar's listing spins
     # until its CPU limit, and three in a row quarantine it, for longer
@@ -241,17 +249,15 @@ def test_a_quarantined_plugin_shows_within_seconds_while_the_others_serve(serve,
     print(f"quarantine shown {took:.1f} s after the listing began")
 
 
-def test_a_plugin_dropped_into_the_folder_appears_without_a_reload(serve, browser, tmp_path):
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
+def test_a_plugin_dropped_into_the_folder_appears_without_a_reload(serve, browser, plugins):
     copy_plugin(plugins, "notes")
     _, metrics = console_server(serve, plugins)
     browser.get(f"http://{metrics}/console")
-    wait_for(browser, lambda: cards(browser).get("notes", ("",))[0] == "serving")
+    wait_for(browser, lambda: state_of(browser, "notes") == "serving")
     browser.execute_script("window.stillTheSamePage = true")
 
     copy_plugin(plugins, "units")
-    wait_for(browser, lambda: cards(browser).get("units", ("",))[0] == "serving")
+    wait_for(browser, lambda: state_of(browser, "units") == "serving")
     assert browser.execute_script("return window.stillTheSamePage") is True
     assert any("units.wasm serves units://" in text for text in texts(browser, "#events li[data-kind='added']"))
     # The namespace is listed again once the plugin serves.
@@ -274,9 +280,7 @@ def policy_check(tokens, principal, uri):
     return checked.returncode, checked.stdout
 
 
-def test_as_a_client_the_namespace_hides_what_the_policy_forbids(serve, browser, tmp_path):
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
+def test_as_a_client_the_namespace_hides_what_the_policy_forbids(serve, browser, plugins, tmp_path):
     copy_plugin(plugins, "notes")
     copy_plugin(plugins, "units", "")
     tokens = tmp_path / "tokens.toml"
@@ -331,14 +335,12 @@ def test_as_a_client_the_namespace_hides_what_the_policy_forbids(serve, browser,
     assert sorted(seen_by_alice) == sorted(everything)
 
 
-def test_a_description_holding_script_shows_as_text_and_never_runs(serve, browser, tmp_path):
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
+def test_a_description_holding_script_shows_as_text_and_never_runs(serve, browser, plugins):
     copy_plugin(plugins, "notes")
     liar(plugins, f'[config]\nlist = "promises"\ndescribe = {json.dumps(HOSTILE)}\n')
     _, metrics = console_server(serve, plugins)
     browser.get(f"http://{metrics}/console")
-    wait_for(browser, lambda: cards(browser).get("liar", ("",))[0] == "serving")
+    wait_for(browser, lambda: state_of(browser, "liar") == "serving")
     about = texts(browser, "#plugins article[data-scheme='liar'] [data-role='about']")
     assert about == [f"liar 0.1.0 — Breaks the contract on purpose, for tests {HOSTILE}"], about
     wait_for(browser, lambda: "liar://honest" in listed_uris(browser))
@@ -362,9 +364,7 @@ def get(url, headers=None):
         return error.code, error.headers, error.read().decode()
 
 
-def test_the_data_needs_the_metrics_token_and_stays_out_of_other_sites_reach(serve, browser, tmp_path):
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
+def test_the_data_needs_the_metrics_token_and_stays_out_of_other_sites_reach(serve, browser, plugins, tmp_path):
     copy_plugin(plugins, "notes")
     token, token_file = metrics_token(tmp_path)
     _, metrics = console_server(serve, plugins, "--metrics-token-file", str(token_file))
@@ -395,18 +395,16 @@ def test_the_data_needs_the_metrics_token_and_stays_out_of_other_sites_reach(ser
     assert cards(browser) == {}
     browser.find_element(By.ID, "token").send_keys(token)
     browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
-    wait_for(browser, lambda: cards(browser).get("notes", ("",))[0] == "serving")
+    wait_for(browser, lambda: state_of(browser, "notes") == "serving")
     # A link that carries the token in its fragment (never sent to the
     # server) opens the console at once, and leaves no token in the address.
     browser.execute_script("sessionStorage.clear()")
     browser.get(f"{base}/console#token={token}")
-    wait_for(browser, lambda: cards(browser).get("notes", ("",))[0] == "serving")
+    wait_for(browser, lambda: state_of(browser, "notes") == "serving")
     assert browser.current_url == f"{base}/console"
 
 
-def test_a_listing_longer_than_one_answer_comes_in_parts(serve, browser, tmp_path):
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
+def test_a_listing_longer_than_one_answer_comes_in_parts(serve, browser, plugins):
     liar(plugins, '[config]\nlist = "pages/1200/100"\n')
     _, metrics = console_server(serve, plugins)
     browser.get(f"http://{metrics}/console")
@@ -424,9 +422,7 @@ def test_a_listing_longer_than_one_answer_comes_in_parts(serve, browser, tmp_pat
     assert texts(browser, "#resource-count")[0] == "1200"
 
 
-def test_without_a_token_the_data_is_served_only_where_it_exposes_nothing_more(serve, browser, tmp_path):
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
+def test_without_a_token_the_data_is_served_only_where_it_exposes_nothing_more(serve, browser, plugins, tmp_path):
     copy_plugin(plugins, "notes")
     # A listener any host may reach: the page says why it shows nothing.
     server, metrics = console_server(serve, plugins, listen="0.0.0.0")
