@@ -151,6 +151,8 @@ def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, brow
 
     wait_for(browser, lambda: {scheme: state for scheme, (state, _) in cards(browser).items()} == {
         "notes": "serving", "files": "serving", "broken": "failed"})
+    # What a plugin says it is comes once it serves.
+    wait_for(browser, lambda: "notes 0.1.0 — " in cards(browser)["notes"][1])
     shown = cards(browser)
     assert "broken.wasm" in shown["broken"][1], shown["broken"]
     assert "cannot load" in shown["broken"][1], shown["broken"]
@@ -340,7 +342,7 @@ def test_a_description_holding_script_shows_as_text_and_never_runs(serve, browse
     liar(plugins, f'[config]\nlist = "promises"\ndescribe = {json.dumps(HOSTILE)}\n')
     _, metrics = console_server(serve, plugins)
     browser.get(f"http://{metrics}/console")
-    wait_for(browser, lambda: state_of(browser, "liar") == "serving")
+    wait_for(browser, lambda: texts(browser, "#plugins article[data-scheme='liar'] [data-role='about']"))
     about = texts(browser, "#plugins article[data-scheme='liar'] [data-role='about']")
     assert about == [f"liar 0.1.0 — Breaks the contract on purpose, for tests {HOSTILE}"], about
     wait_for(browser, lambda: "liar://honest" in listed_uris(browser))

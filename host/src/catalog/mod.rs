@@ -288,9 +288,20 @@ impl Loaded {
         self.entry.manifest.mount_settings()
     }
 
-    /// Tells the operator's board that it serves now.
+    /// Tells the operator's board that it serves now, and, when the
+    /// console is on, asks the plugin what it is, beside serving: a plugin
+    /// that spins there delays nothing, and one that cannot say still
+    /// serves.
     pub fn post(&self) {
         board().serving(self.entry.origin(), self.card.clone());
+        if board().is_enabled() {
+            let plugin = self.plugin.clone();
+            tokio::spawn(async move {
+                if let Ok(about) = plugin.about().await {
+                    board().described(plugin.id(), (about.name, about.version, about.description));
+                }
+            });
+        }
     }
 }
 
@@ -621,15 +632,6 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     )?;
     plugin.start().await?;
     card.plugin = plugin.id();
-    // Only for the board, and only when it is kept: a plugin that cannot
-    // say what it is still serves.
-    if board().is_enabled() {
-        card.about = plugin
-            .about()
-            .await
-            .ok()
-            .map(|about| (about.name, about.version, about.description));
-    }
     tracing::info!(
         scheme = entry.scheme,
         component = %entry.component,

@@ -68,7 +68,8 @@ pub struct Loaded {
     /// manifest, who signed it, and whether the signature has a checked
     /// transparency-log entry.
     pub pulled: Option<Pulled>,
-    /// What the plugin says of itself: name, version, description.
+    /// What the plugin says of itself: name, version, description; asked
+    /// once it serves ([`Board::described`]).
     pub about: Option<(String, String, String)>,
     /// Its grants and limits, by section, as `resmux inspect` prints them
     /// (never a secret's value).
@@ -187,10 +188,7 @@ impl Board {
 
     /// The plugin `origin` serves, as `loaded`, in place of whatever
     /// served before.
-    pub fn serving(&self, origin: Origin, mut loaded: Loaded) {
-        loaded.about = loaded
-            .about
-            .map(|(name, version, description)| (kept(&name), kept(&version), kept(&description)));
+    pub fn serving(&self, origin: Origin, loaded: Loaded) {
         let mut inner = self.lock();
         let scheme = origin.scheme.clone();
         let card = inner.card(origin);
@@ -236,6 +234,21 @@ impl Board {
         card.since = SystemTime::now();
         card.loaded = None;
         inner.record(Kind::Refused, Some(scheme), kept(reason));
+    }
+
+    /// The plugin whose runtime id is `plugin` says it is `about`: its name,
+    /// version and description.
+    pub fn described(&self, plugin: u64, about: (String, String, String)) {
+        let (name, version, description) = about;
+        let mut inner = self.lock();
+        if let Some(loaded) = inner
+            .cards
+            .values_mut()
+            .filter_map(|card| card.loaded.as_mut())
+            .find(|loaded| loaded.plugin == plugin)
+        {
+            loaded.about = Some((kept(&name), kept(&version), kept(&description)));
+        }
     }
 
     /// A change of the files of the plugin declared by `file`, under
@@ -487,14 +500,14 @@ mod tests {
         let board = Board::default();
         board.enable();
         board.loading(origin("/p/a.wasm", "a"));
-        let about = ("liar".repeat(TEXT_KEPT), "1".into(), "d".into());
         board.serving(
             origin("/p/a.wasm", "a"),
             Loaded {
-                about: Some(about),
+                plugin: 7,
                 ..Loaded::default()
             },
         );
+        board.described(7, ("liar".repeat(TEXT_KEPT), "1".into(), "d".into()));
         let long = "é".repeat(TEXT_KEPT);
         for _ in 0..EVENTS_KEPT + 10 {
             board.audited(true, Some("a"), || long.clone());
