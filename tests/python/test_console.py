@@ -449,3 +449,41 @@ def test_without_a_token_the_data_is_served_only_where_it_exposes_nothing_more(s
     assert get(f"http://{metrics}/console")[0] == 404
     assert get(f"http://{metrics}/console/api/state")[0] == 404
     assert get(f"http://{metrics}/metrics")[0] == 200
+
+
+def test_as_an_oauth_subject_the_groups_decide(serve, browser, tmp_path, provider_and_resource):
+    from idp import protected
+
+    provider, resource = provider_and_resource
+    policy = tmp_path / "access.cedar"
+    policy.write_text(
+        '@id("finance reads notes")\n'
+        'permit(principal in Group::"finance", action in [Action::"list", Action::"read"], resource in Scheme::"notes");\n'
+    )
+    token, token_file = metrics_token(tmp_path)
+    metrics = f"127.0.0.1:{free_port()}"
+    protected(serve, tmp_path, provider, resource,
+              args=("--access-policy", str(policy), "--metrics", metrics, "--metrics-token-file", str(token_file)))
+    browser.get(f"http://{metrics}/console#token={token}")
+    wait_for(browser, lambda: "notes://notes/welcome" in listed_uris(browser))
+    assert any(uri.startswith("files://") for uri in listed_uris(browser))
+
+    def view_as(subject, groups):
+        Select(browser.find_element(By.ID, "as")).select_by_value("oauth:")
+        for field, value in (("subject", subject), ("groups", groups)):
+            browser.find_element(By.ID, field).clear()
+            browser.find_element(By.ID, field).send_keys(value)
+        browser.find_element(By.ID, "list").click()
+        note = f"As oauth:{subject}" + (f" in {groups}" if groups else "") + "."
+        wait_for(browser, lambda: texts(browser, "#viewer-note")[0] == note)
+        wait_for(browser, lambda: texts(browser, "#resources li"))
+        return listed_uris(browser)
+
+    seen = view_as("carol", "finance")
+    assert seen and all(uri.startswith("notes://") for uri in seen), seen
+    browser.find_element(By.CSS_SELECTOR, "#resources button[data-uri='notes://notes/welcome']").click()
+    wait_for(browser, lambda: texts(browser, "#read-decision")[0] == "Allowed by finance reads notes.")
+    assert texts(browser, "#read-contents pre")[0].startswith("# Welcome")
+
+    assert view_as("carol", "") == []
+    assert texts(browser, "#resources li") == ["Nothing listed."]

@@ -264,6 +264,8 @@
     const query = viewerQuery().toString();
     const who = viewer.as ? viewer.as + (viewer.groups ? ' in ' + viewer.groups : '') : 'the operator, who sees everything';
     $('viewer-note').textContent = 'As ' + who + '.';
+    // Nothing of another view stays on show while this one is asked for.
+    for (const id of ['resources', 'templates', 'resource-count', 'template-count']) $(id).replaceChildren();
     try {
       const [resources, templates] = await Promise.all([
         api('/console/api/resources?' + query),
