@@ -693,18 +693,42 @@ fn the_shipped_catalog_passes_check_and_an_unreachable_api_is_a_warning() {
 #[tokio::test]
 async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
     let folder = notes_and_liar();
+    // Over stdio only the process that started resmux may read: without
+    // the metrics token the console shows nothing.
+    let (mut open, metrics) = metered(&folder, RawServer::start, &[]).await;
+    let (status, body) = http_get(&metrics, "/console/api/state", &[]).unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains(
+            "over stdio only the process that started resmux may, so it needs --metrics-token-file"
+        ),
+        "{body}"
+    );
+    open.stop().await.unwrap();
+
     let audit = folder.path().join("audit.log");
     let audit_arg = audit.display().to_string();
+    let token_file = folder.path().join("metrics-token");
+    std::fs::write(&token_file, "console-token-0123456789\n").unwrap();
+    let token_arg = token_file.display().to_string();
     let (mut server, metrics) = metered(
         &folder,
         RawServer::start,
-        &["--audit-log", &audit_arg, "--response-cache-mib", "0"],
+        &[
+            "--audit-log",
+            &audit_arg,
+            "--response-cache-mib",
+            "0",
+            "--metrics-token-file",
+            &token_arg,
+        ],
     )
     .await;
+    let bearer = [("Authorization", "Bearer console-token-0123456789")];
     let text = server.read_text("notes://notes/welcome").await;
     assert!(text.starts_with("# Welcome"), "{text}");
 
-    let (status, body) = http_get(&metrics, "/console/api/state", &[]).unwrap();
+    let (status, body) = http_get(&metrics, "/console/api/state", &bearer).unwrap();
     assert_eq!(status, 200, "{body}");
     let state: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(state["server"]["transport"], "stdio", "{state}");
@@ -735,8 +759,12 @@ async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
 
     // A read from the console answers as MCP does, and is audited as the
     // console's.
-    let (status, body) =
-        http_get(&metrics, "/console/api/read?uri=notes://notes/welcome", &[]).unwrap();
+    let (status, body) = http_get(
+        &metrics,
+        "/console/api/read?uri=notes://notes/welcome",
+        &bearer,
+    )
+    .unwrap();
     assert_eq!(status, 200, "{body}");
     let read: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(read["decision"]["guarded"], false, "{read}");
@@ -753,7 +781,7 @@ async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
     assert_eq!(vias, ["resources/read", "console"], "{logged}");
 
     // A client's name on a server without tokens names nobody.
-    let (status, body) = http_get(&metrics, "/console/api/resources?as=alice", &[]).unwrap();
+    let (status, body) = http_get(&metrics, "/console/api/resources?as=alice", &bearer).unwrap();
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("no client can be named"), "{body}");
     // stdout still carries the protocol only.

@@ -772,7 +772,7 @@ async fn serve(
                 let token = options.metrics_token.is_some();
                 let console = Console::new(Served {
                     server: server.clone(),
-                    exposure: Exposure::of(address, token, admission.is_some()),
+                    exposure: Exposure::of(address, token, http.is_some(), admission.is_some()),
                     admission,
                     folder: folder.plugins.clone(),
                     transport: if http.is_some() { "http" } else { "stdio" },

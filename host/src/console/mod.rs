@@ -8,7 +8,8 @@
 //! no data, so they are served to anyone who reaches the listener. The data
 //! ([`api`]) reads every resource past the access policy, so it is served
 //! only behind the metrics token, or, without one, on a loopback listener
-//! of a server that has no clients of its own to protect ([`Exposure`]).
+//! of an HTTP server whose loopback MCP port is open to anyone anyway
+//! ([`Exposure`]).
 //! It answers only requests whose `Host` an attacker's name cannot carry (an
 //! IP address, `localhost`, or a name the operator allowed with
 //! `--allow-host`), which defeats DNS rebinding, and no request a browser
@@ -65,9 +66,9 @@ pub struct Console {
 pub enum Exposure {
     /// Behind the metrics token.
     Token,
-    /// Without a token: on a loopback listener, of a server whose MCP
-    /// clients are not told apart (stdio, or HTTP without tokens or an
-    /// issuer), so the console shows no one more than they could read.
+    /// Without a token: on a loopback listener, of an HTTP server without
+    /// tokens or an issuer, whose MCP port anyone who reaches the listener
+    /// can read everything through already.
     Loopback,
     /// Not at all, for this reason.
     Off(String),
@@ -75,10 +76,17 @@ pub enum Exposure {
 
 impl Exposure {
     /// What serving the data on `listener` allows, with the metrics token
-    /// or without it, for a server with or without `access_control`.
-    pub fn of(listener: SocketAddr, token: bool, access_control: bool) -> Self {
+    /// or without it, for a server over HTTP or stdio, with or without
+    /// `access_control`.
+    pub fn of(listener: SocketAddr, token: bool, http: bool, access_control: bool) -> Self {
         if token {
             return Self::Token;
+        }
+        if !http {
+            return Self::Off(
+                "the console's data reads every resource, and over stdio only the process that started resmux may, so it needs --metrics-token-file"
+                    .to_owned(),
+            );
         }
         if !listener.ip().is_loopback() {
             return Self::Off(format!(
@@ -110,10 +118,12 @@ pub struct Served {
 }
 
 impl Console {
+    /// The console of `served`; the board is kept from now on, unless the
+    /// console may show no data.
     pub fn new(served: Served) -> Arc<Self> {
-        crate::telemetry::board().enable();
-        if let Exposure::Off(reason) = &served.exposure {
-            tracing::warn!("the console shows no data: {reason}");
+        match &served.exposure {
+            Exposure::Off(reason) => tracing::warn!("the console shows no data: {reason}"),
+            Exposure::Token | Exposure::Loopback => crate::telemetry::board().enable(),
         }
         Arc::new(Self {
             server: served.server,

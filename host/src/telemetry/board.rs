@@ -190,6 +190,11 @@ impl Board {
     /// served before.
     pub fn serving(&self, origin: Origin, loaded: Loaded) {
         let mut inner = self.lock();
+        // A scheme is served by one plugin: one that moved to another file
+        // leaves its old card.
+        inner.cards.retain(|file, card| {
+            *file == origin.file || card.origin.scheme != origin.scheme || card.loaded.is_none()
+        });
         let scheme = origin.scheme.clone();
         let card = inner.card(origin);
         let kind = match card.loaded.is_some() {
@@ -481,6 +486,19 @@ mod tests {
                 Kind::Removed
             ]
         );
+    }
+
+    #[test]
+    fn a_plugin_that_moved_to_another_file_has_one_card() {
+        let board = Board::default();
+        board.serving(origin("/p/notes.toml", "notes"), Loaded::default());
+        board.serving(origin("/p/notes-v2.toml", "notes"), Loaded::default());
+        let files: Vec<PathBuf> = board
+            .cards()
+            .into_iter()
+            .map(|card| card.origin.file)
+            .collect();
+        assert_eq!(files, [PathBuf::from("/p/notes-v2.toml")]);
     }
 
     #[test]

@@ -21,6 +21,11 @@
   let servingSignature = null;
   let viewer = { as: '', groups: '' };
   let imageUrls = [];
+  // Each listing and each read asked for counts up; an answer that comes
+  // back after a newer one was asked for is dropped.
+  let viewAsked = 0;
+  let readAsked = 0;
+  let polling = false;
   const openGrants = new Set();
 
   class NeedsToken extends Error {}
@@ -94,10 +99,14 @@
     return (unit ? count.toFixed(1) : count) + ' ' + units[unit];
   }
 
+  // One poll at a time: a poll asked for while one is under way is left
+  // to that one, which sets the one timer for the next.
   async function poll() {
     clearTimeout(timer);
     timer = null;
+    if (polling) return;
     if (!token && $('token-form').hidden === false) return;
+    polling = true;
     try {
       const known = startedMs;
       let state = await api('/console/api/state?after=' + lastEvent);
@@ -111,8 +120,10 @@
     } catch (error) {
       if (error instanceof NeedsToken) return;
       setStatus('error', 'cannot reach the server: ' + error.message);
+    } finally {
+      polling = false;
     }
-    if (!document.hidden) timer = setTimeout(poll, POLL_MS);
+    if (!document.hidden && timer === null) timer = setTimeout(poll, POLL_MS);
   }
 
   function draw(state) {
@@ -227,10 +238,11 @@
   }
 
   function drawEvents(events) {
-    if (!events.length) return;
-    lastEvent = events[events.length - 1].id;
+    const fresh = events.filter((event) => event.id > lastEvent);
+    if (!fresh.length) return;
+    lastEvent = fresh[fresh.length - 1].id;
     const list = $('events');
-    for (const event of events) {
+    for (const event of fresh) {
       list.prepend(el('li', { 'data-kind': event.kind },
         el('time', { class: 'muted', datetime: new Date(event.at_ms).toISOString() }, clock(event.at_ms)),
         el('span', { class: 'badge', 'data-kind': event.kind }, event.kind),
@@ -266,15 +278,17 @@
     $('viewer-note').textContent = 'As ' + who + '.';
     // Nothing of another view stays on show while this one is asked for.
     for (const id of ['resources', 'templates', 'resource-count', 'template-count']) $(id).replaceChildren();
+    const asked = ++viewAsked;
     try {
       const [resources, templates] = await Promise.all([
         api('/console/api/resources?' + query),
         api('/console/api/templates?' + query),
       ]);
+      if (asked !== viewAsked) return;
       drawEntries($('resources'), $('resource-count'), resources, 'resources', true, false);
       drawEntries($('templates'), $('template-count'), templates, 'resourceTemplates', false, false);
     } catch (error) {
-      if (error instanceof NeedsToken) return;
+      if (error instanceof NeedsToken || asked !== viewAsked) return;
       $('viewer-note').textContent = 'As ' + who + ': ' + error.message;
       $('resources').replaceChildren();
       $('templates').replaceChildren();
@@ -284,13 +298,17 @@
   // Draws a listing's entries, after those drawn already when `more`; a
   // listing longer than one answer ends with a button for the next part.
   function drawEntries(list, count, answer, field, readable, more) {
+    if (more) {
+      list.querySelector('li.more')?.remove();
+      list.querySelector('li.nothing')?.remove();
+    }
     if (answer.mcp_error) {
-      list.replaceChildren(el('li', { class: 'error' }, 'error ' + answer.mcp_error.code + ': ' + answer.mcp_error.message));
-      count.textContent = '';
+      const error = el('li', { class: 'error' }, 'error ' + answer.mcp_error.code + ': ' + answer.mcp_error.message);
+      if (more) list.append(error);
+      else list.replaceChildren(error);
       return;
     }
     const entries = answer[field];
-    if (more) list.querySelector('li.more')?.remove();
     const shown = (more ? list.querySelectorAll('li[data-uri]').length : 0) + entries.length;
     count.textContent = shown + (answer.nextCursor ? '+' : '');
     const items = entries.map((entry) => {
@@ -306,17 +324,22 @@
     });
     if (more) list.append(...items);
     else list.replaceChildren(...items);
-    if (!shown) list.append(el('li', { class: 'muted' }, 'Nothing listed.'));
+    if (!shown) list.append(el('li', { class: 'muted nothing' }, 'Nothing listed.'));
     if (answer.nextCursor) {
       const button = el('button', { type: 'button' }, 'List more');
+      const asked = viewAsked;
       button.addEventListener('click', async () => {
+        button.disabled = true;
         const query = viewerQuery();
         query.set('cursor', answer.nextCursor);
         const path = field === 'resources' ? '/console/api/resources?' : '/console/api/templates?';
         try {
-          drawEntries(list, count, await api(path + query), field, readable, true);
+          const more = await api(path + query);
+          if (asked === viewAsked) drawEntries(list, count, more, field, readable, true);
         } catch (error) {
-          if (!(error instanceof NeedsToken)) $('viewer-note').textContent = error.message;
+          if (error instanceof NeedsToken || asked !== viewAsked) return;
+          $('viewer-note').textContent = error.message;
+          button.disabled = false;
         }
       });
       list.append(el('li', { class: 'more' }, button));
@@ -340,8 +363,10 @@
     $('read-contents').replaceChildren();
     for (const url of imageUrls) URL.revokeObjectURL(url);
     imageUrls = [];
+    const asked = ++readAsked;
     try {
       const answer = await api('/console/api/read?' + query);
+      if (asked !== readAsked) return;
       $('read-decision').textContent = decisionText(answer.decision);
       if (answer.mcp_error) {
         $('read-contents').append(el('p', { class: 'error' }, 'error ' + answer.mcp_error.code + ': ' + answer.mcp_error.message));
@@ -349,7 +374,7 @@
       }
       $('read-contents').append(...answer.result.contents.map(content));
     } catch (error) {
-      if (!(error instanceof NeedsToken)) $('read-decision').textContent = error.message;
+      if (!(error instanceof NeedsToken) && asked === readAsked) $('read-decision').textContent = error.message;
     }
   }
 
