@@ -695,7 +695,7 @@ async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
     let folder = notes_and_liar();
     // Over stdio only the process that started resmux may read: without
     // the metrics token the console shows nothing.
-    let (mut open, metrics) = metered(&folder, RawServer::start, &[]).await;
+    let (open, metrics) = metered(&folder, RawServer::start, &[]).await;
     let (status, body) = http_get(&metrics, "/console/api/state", &[]).unwrap();
     assert_eq!(status, 403, "{body}");
     assert!(
