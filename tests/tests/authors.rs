@@ -359,6 +359,12 @@ async fn dev_rebuilds_and_reloads_on_save() {
         assert!(Instant::now() < deadline, "the edit was not served in time");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Clients are told of the rebuild; the notice may come after the
+    // first read that sees it, as it is sent beside the swap.
+    server
+        .notification("notifications/resources/list_changed", |_| true)
+        .await
+        .unwrap();
     // The rebuilt plugin is checked as well as served.
     let log = server
         .wait_for_log(
