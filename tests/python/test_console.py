@@ -5,7 +5,7 @@ and asserts on what the page shows and does: every plugin with its state,
 origin, grants and figures; a plugin quarantined, and one dropped into the
 folder, shown without a reload; the namespace as a client of the access
 policy sees it; hostile text from a plugin shown as text and never run; and
-the data behind the metrics token and out of reach of other sites."""
+the data behind a token of its own and out of reach of other sites."""
 
 import hashlib
 import json
@@ -63,10 +63,10 @@ def console_server(serve, plugins, *args, listen="127.0.0.1"):
     return server, f"127.0.0.1:{port}"
 
 
-def metrics_token(tmp_path):
-    """A metrics token, and the file that holds it."""
-    token = "console-token-0123456789"
-    token_file = tmp_path / "metrics-token"
+def token_in_file(tmp_path, name):
+    """A token called `name`, and the file that holds it."""
+    token = f"{name}-0123456789abcdef"
+    token_file = tmp_path / name
     token_file.write_text(token + "\n")
     return token, token_file
 
@@ -142,6 +142,10 @@ def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, brow
     data.mkdir()
     shutil.copy(PLUGINS / "files-sample/pixel.png", data / "pixel.png")
     (data / "hello.txt").write_text("hello from the files plugin\n")
+    # Bigger than the page is sent of a read: a text's beginning, and of
+    # binary content only its size.
+    (data / "long.txt").write_text("x" * (256 * 1024 - 1) + "é" + "x" * (768 * 1024 - 1))
+    (data / "large.png").write_bytes(b"\x89PNG" + bytes(5 * 1024 * 1024 - 4))
     copy_plugin(plugins, "notes")
     copy_plugin(plugins, "files", f'[config]\nroot = "/data"\n[[files]]\nhost = "{data}"\nguest = "/data"\n'
                                   '[limits]\nmemory_mib = 64\n')
@@ -201,6 +205,19 @@ def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, brow
 
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(SCREENSHOT))
+    # Bigger than the page is sent: a text's beginning, and a large image's
+    # size only.
+    browser.find_element(By.CSS_SELECTOR, "#resources button[data-uri='files://long.txt']").click()
+    wait_for(browser, lambda: texts(browser, "#read-contents [data-role='left-out']"))
+    # Cut where no character is split.
+    shown = texts(browser, "#read-contents pre")[0]
+    assert shown == "x" * (256 * 1024 - 1), len(shown)
+    assert texts(browser, "#read-contents [data-role='left-out']") == [
+        "768.0 KiB more not shown here; a client reads it whole."]
+    browser.find_element(By.CSS_SELECTOR, "#resources button[data-uri='files://large.png']").click()
+    wait_for(browser, lambda: texts(browser, "#read-contents [data-role='binary']"))
+    assert texts(browser, "#read-contents [data-role='binary']") == ["Binary content, 5.0 MiB, too large to show here."]
+    assert not browser.find_elements(By.CSS_SELECTOR, "#read-contents img")
 
     # On a phone's width nothing runs off the side.
     browser.set_window_size(390, 844)
@@ -265,6 +282,18 @@ def test_a_plugin_dropped_into_the_folder_appears_without_a_reload(serve, browse
     # The namespace is listed again once the plugin serves.
     wait_for(browser, lambda: any(uri.startswith("units://") for uri in listed_uris(browser)))
 
+    # A torn copy over it is refused, and the card says so while the
+    # version before serves; the copy undone, the refusal goes.
+    whole = (plugins / "units.wasm").read_bytes()
+    (plugins / "units.wasm").write_bytes(whole[:4096])
+    refused = "A change was refused; the version before keeps serving: "
+    wait_for(browser, lambda: refused in cards(browser)["units"][1])
+    assert state_of(browser, "units") == "serving"
+    assert any("units.wasm" in text for text in texts(browser, "#events li[data-kind='refused']"))
+    (plugins / "units.wasm").write_bytes(whole)
+    wait_for(browser, lambda: refused not in cards(browser)["units"][1])
+    assert state_of(browser, "units") == "serving"
+
     (plugins / "units.wasm").unlink()
     wait_for(browser, lambda: "units" not in cards(browser))
     assert any("units.wasm is gone from the folder" in text for text in texts(browser, "#events li[data-kind='removed']"))
@@ -292,10 +321,10 @@ def test_as_a_client_the_namespace_hides_what_the_policy_forbids(serve, browser,
         f'[clients.bob]\ntoken_sha256 = "{hashed("b" * 32)}"\nschemes = ["units"]\n'
     )
     # The console reads past the access policy: with clients to protect,
-    # its data needs the metrics token.
-    token, token_file = metrics_token(tmp_path)
+    # its data needs the console token.
+    token, token_file = token_in_file(tmp_path, "console-token")
     server, metrics = console_server(serve, plugins, "--tokens", str(tokens), "--audit-log",
-                                     str(tmp_path / "audit.log"), "--metrics-token-file", str(token_file))
+                                     str(tmp_path / "audit.log"), "--console-token-file", str(token_file))
     browser.get(f"http://{metrics}/console#token={token}")
     wait_for(browser, lambda: "notes://notes/welcome" in listed_uris(browser))
     # bob reads what the policy forbids him: the audit log's denial shows
@@ -366,28 +395,47 @@ def get(url, headers=None):
         return error.code, error.headers, error.read().decode()
 
 
-def test_the_data_needs_the_metrics_token_and_stays_out_of_other_sites_reach(serve, browser, plugins, tmp_path):
+def test_the_data_needs_the_console_token_and_stays_out_of_other_sites_reach(serve, browser, plugins, tmp_path):
     copy_plugin(plugins, "notes")
-    token, token_file = metrics_token(tmp_path)
-    _, metrics = console_server(serve, plugins, "--metrics-token-file", str(token_file))
+    token, token_file = token_in_file(tmp_path, "console-token")
+    scrape_token, scrape_token_file = token_in_file(tmp_path, "metrics-token")
+    _, metrics = console_server(serve, plugins, "--console-token-file", str(token_file),
+                                "--metrics-token-file", str(scrape_token_file),
+                                "--allow-host", "console.example:8080")
     base = f"http://{metrics}"
     bearer = {"Authorization": f"Bearer {token}"}
+    scraper = {"Authorization": f"Bearer {scrape_token}"}
 
     # The page holds no data and is served to anyone, under a strict policy.
     status, headers, page = get(f"{base}/console")
     assert status == 200 and "<script src=\"/console/console.js\" defer></script>" in page
     assert headers["Content-Security-Policy"].startswith("default-src 'none'; script-src 'self'")
     assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff"
-    # The data, as /metrics, needs the token.
+    # The data needs the console token; a scraper's token reads no
+    # resource, and the console's token opens no scrape.
     assert get(f"{base}/console/api/state")[0] == 401
     assert get(f"{base}/console/api/state", {"Authorization": "Bearer not-the-token"})[0] == 401
-    assert get(f"{base}/metrics")[0] == 401
+    status, headers, body = get(f"{base}/console/api/read?uri=notes://notes/welcome", scraper)
+    assert (status, body) == (401, "/console/api/read needs the console token as a bearer token: "
+                                   "the bearer token is not the console token\n")
+    assert headers["Content-Security-Policy"].startswith("default-src 'none'")
+    # One token for both is refused at start.
+    refused = subprocess.run([str(BINARY), "serve", "--plugins", str(plugins), "--metrics", "127.0.0.1:0",
+                              "--metrics-token-file", str(token_file), "--console-token-file", str(token_file)],
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0 and "the console token is the metrics token" in refused.stderr, refused.stderr
+    assert get(f"{base}/metrics", bearer)[0] == 401
+    assert get(f"{base}/metrics", scraper)[0] == 200
     status, _, state = get(f"{base}/console/api/state", bearer)
     assert status == 200 and [plugin["scheme"] for plugin in json.loads(state)["plugins"]] == ["notes"]
     # A page of another site that rebinds its name to this address, or
     # asks from its own origin, gets nothing.
     status, _, body = get(f"{base}/console/api/state", {**bearer, "Host": f"rebound.example:{metrics.split(':')[1]}"})
     assert status == 403 and "not \"rebound.example:" in body, body
+    # A name the operator allowed (with the MCP port's port) is trusted on
+    # the console's port too.
+    port = metrics.split(":")[1]
+    assert get(f"{base}/console/api/state", {**bearer, "Host": f"console.example:{port}"})[0] == 200
     status, _, body = get(f"{base}/console/api/state", {**bearer, "Sec-Fetch-Site": "cross-site"})
     assert status == 403 and "not served to another origin (cross-site)" in body, body
 
@@ -398,9 +446,15 @@ def test_the_data_needs_the_metrics_token_and_stays_out_of_other_sites_reach(ser
     browser.find_element(By.ID, "token").send_keys(token)
     browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
     wait_for(browser, lambda: state_of(browser, "notes") == "serving")
+    # A token put in the fragment of the open page is not taken, only
+    # taken out of the address.
+    browser.execute_script("location.hash = 'token=planted-by-another-page'")
+    wait_for(browser, lambda: browser.current_url == f"{base}/console")
+    assert browser.execute_script("return sessionStorage.getItem('resmux-console-token')") == token
     # A link that carries the token in its fragment (never sent to the
     # server) opens the console at once, and leaves no token in the address.
     browser.execute_script("sessionStorage.clear()")
+    browser.get("about:blank")
     browser.get(f"{base}/console#token={token}")
     wait_for(browser, lambda: state_of(browser, "notes") == "serving")
     assert browser.current_url == f"{base}/console"
@@ -429,12 +483,12 @@ def test_without_a_token_the_data_is_served_only_where_it_exposes_nothing_more(s
     # A listener any host may reach: the page says why it shows nothing.
     server, metrics = console_server(serve, plugins, listen="0.0.0.0")
     status, _, body = get(f"http://{metrics}/console/api/state")
-    assert status == 403 and "which is not a loopback address, it needs --metrics-token-file" in body, body
+    assert status == 403 and "which is not a loopback address, it needs --console-token-file" in body, body
     assert get(f"http://{metrics}/console/api/read?uri=notes://notes/welcome")[0] == 403
     assert any("the console shows no data" in line for line in server.log), server.log
     assert get(f"http://{metrics}/metrics")[0] == 200
     browser.get(f"http://{metrics}/console")
-    wait_for(browser, lambda: "needs --metrics-token-file" in texts(browser, "#status")[0])
+    wait_for(browser, lambda: "needs --console-token-file" in texts(browser, "#status")[0])
     assert cards(browser) == {}
 
     # A loopback listener of a server with clients to protect.
@@ -442,7 +496,7 @@ def test_without_a_token_the_data_is_served_only_where_it_exposes_nothing_more(s
     tokens.write_text(f'[clients.bob]\ntoken_sha256 = "{hashlib.sha256(b"b" * 32).hexdigest()}"\nschemes = ["notes"]\n')
     _, metrics = console_server(serve, plugins, "--tokens", str(tokens))
     status, _, body = get(f"http://{metrics}/console/api/resources?as=bob")
-    assert status == 403 and "on a server with --tokens or --auth it needs --metrics-token-file" in body, body
+    assert status == 403 and "on a server with --tokens or --auth it needs --console-token-file" in body, body
 
     # No console at all.
     _, metrics = console_server(serve, plugins, "--no-console")
@@ -460,10 +514,10 @@ def test_as_an_oauth_subject_the_groups_decide(serve, browser, tmp_path, provide
         '@id("finance reads notes")\n'
         'permit(principal in Group::"finance", action in [Action::"list", Action::"read"], resource in Scheme::"notes");\n'
     )
-    token, token_file = metrics_token(tmp_path)
+    token, token_file = token_in_file(tmp_path, "console-token")
     metrics = f"127.0.0.1:{free_port()}"
     protected(serve, tmp_path, provider, resource,
-              args=("--access-policy", str(policy), "--metrics", metrics, "--metrics-token-file", str(token_file)))
+              args=("--access-policy", str(policy), "--metrics", metrics, "--console-token-file", str(token_file)))
     browser.get(f"http://{metrics}/console#token={token}")
     wait_for(browser, lambda: "notes://notes/welcome" in listed_uris(browser))
     assert any(uri.startswith("files://") for uri in listed_uris(browser))

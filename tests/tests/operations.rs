@@ -694,13 +694,13 @@ fn the_shipped_catalog_passes_check_and_an_unreachable_api_is_a_warning() {
 async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
     let folder = notes_and_liar();
     // Over stdio only the process that started resmux may read: without
-    // the metrics token the console shows nothing.
+    // the console token the console shows nothing.
     let (open, metrics) = metered(&folder, RawServer::start, &[]).await;
     let (status, body) = http_get(&metrics, "/console/api/state", &[]).unwrap();
     assert_eq!(status, 403, "{body}");
     assert!(
         body.contains(
-            "over stdio only the process that started resmux may, so it needs --metrics-token-file"
+            "over stdio only the process that started resmux may, so it needs --console-token-file"
         ),
         "{body}"
     );
@@ -708,9 +708,12 @@ async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
 
     let audit = folder.path().join("audit.log");
     let audit_arg = audit.display().to_string();
-    let token_file = folder.path().join("metrics-token");
+    let token_file = folder.path().join("console-token");
     std::fs::write(&token_file, "console-token-0123456789\n").unwrap();
     let token_arg = token_file.display().to_string();
+    let metrics_token_file = folder.path().join("metrics-token");
+    std::fs::write(&metrics_token_file, format!("{METRICS_TOKEN}\n")).unwrap();
+    let metrics_token_arg = metrics_token_file.display().to_string();
     let (mut server, metrics) = metered(
         &folder,
         RawServer::start,
@@ -719,12 +722,38 @@ async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
             &audit_arg,
             "--response-cache-mib",
             "0",
-            "--metrics-token-file",
+            "--console-token-file",
             &token_arg,
+            "--metrics-token-file",
+            &metrics_token_arg,
         ],
     )
     .await;
     let bearer = [("Authorization", "Bearer console-token-0123456789")];
+    // A scraper's token reads nothing through the console, and the
+    // console's opens no scrape.
+    let scraper = format!("Bearer {METRICS_TOKEN}");
+    let (status, body) = http_get(
+        &metrics,
+        "/console/api/state",
+        &[("Authorization", &scraper)],
+    )
+    .unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            401,
+            "/console/api/state needs the console token as a bearer token: the bearer token is not the console token\n"
+        )
+    );
+    let (status, body) = http_get(&metrics, "/metrics", &bearer).unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            401,
+            "/metrics needs the metrics token as a bearer token: the bearer token is not the metrics token\n"
+        )
+    );
     let text = server.read_text("notes://notes/welcome").await;
     assert!(text.starts_with("# Welcome"), "{text}");
 

@@ -301,6 +301,11 @@ impl LiveFolder {
             {
                 // A touched component is not hashed again next time.
                 serving.fingerprint = now;
+                // A refused change is undone, unless it was a tag's move,
+                // which only a lookup of the tag (due now) tells undone.
+                if due.contains(&scheme) || !matches!(entry.component, Source::Registry(_)) {
+                    board().unchanged(&serving.declared_by);
+                }
                 continue;
             }
             let declared_by = entry.declared_by.clone();

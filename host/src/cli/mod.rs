@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use tokio::task::JoinHandle;
 
@@ -32,9 +32,7 @@ use resmux::namespace::{Namespace, changes};
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use resmux::telemetry::logs::LogFormat;
-use resmux::transport::{
-    self, ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions, OperatorRoutes,
-};
+use resmux::transport::{self, ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions};
 
 /// Entries of one listing page, unless --page-size says otherwise.
 const DEFAULT_PAGE_SIZE: u32 = 100;
@@ -140,11 +138,22 @@ pub enum Command {
         /// token).
         #[arg(long, env = "RESMUX_METRICS")]
         metrics: Option<std::net::SocketAddr>,
-        /// A file holding the bearer token scrapes of /metrics and the
-        /// console's data must carry (Prometheus: `authorization: {
-        /// credentials_file: FILE }`).
+        /// A file holding the bearer token scrapes of /metrics must carry
+        /// (Prometheus: `authorization: { credentials_file: FILE }`).
         #[arg(long, env = "RESMUX_METRICS_TOKEN_FILE", requires = "metrics")]
         metrics_token_file: Option<PathBuf>,
+        /// A file holding the bearer token the console's data must carry.
+        /// That data reads every resource past the access policy, so it has
+        /// a token of its own, which a scraper never holds. Without it, the
+        /// data is served only on a loopback listener of an HTTP server
+        /// without --tokens or --auth.
+        #[arg(
+            long,
+            env = "RESMUX_CONSOLE_TOKEN_FILE",
+            requires = "metrics",
+            conflicts_with = "no_console"
+        )]
+        console_token_file: Option<PathBuf>,
         /// Serve no console on the metrics listener: metrics and probes only.
         #[arg(long, requires = "metrics")]
         no_console: bool,
@@ -511,6 +520,7 @@ pub async fn run(command: Command) -> Result<()> {
             response_cache_mib,
             metrics,
             metrics_token_file,
+            console_token_file,
             no_console,
             trace_uris,
             cursor_secret_file,
@@ -524,8 +534,17 @@ pub async fn run(command: Command) -> Result<()> {
             )?;
             let metrics_token = metrics_token_file
                 .as_deref()
-                .map(transport::read_metrics_token)
+                .map(|path| transport::read_token_file(path, "the metrics token"))
                 .transpose()?;
+            let console_token = console_token_file
+                .as_deref()
+                .map(|path| transport::read_token_file(path, "the console token"))
+                .transpose()?;
+            if console_token.is_some() && console_token == metrics_token {
+                bail!(
+                    "the console token is the metrics token: the console's data reads every resource, so give it a token no scraper holds"
+                );
+            }
             let shared_limits = redis
                 .as_deref()
                 .map(SharedLimits::open)
@@ -559,6 +578,7 @@ pub async fn run(command: Command) -> Result<()> {
                 metrics,
                 metrics_token,
                 console: !no_console,
+                console_token,
                 trace_uris,
                 cursor_seal,
             };
@@ -573,7 +593,7 @@ pub async fn run(command: Command) -> Result<()> {
         } => {
             let token = token_file
                 .as_deref()
-                .map(transport::read_metrics_token)
+                .map(|path| transport::read_token_file(path, "the metrics token"))
                 .transpose()?;
             let interval = std::time::Duration::from_secs_f64(interval);
             top::top(&address, token.as_deref(), interval, once).await
@@ -665,7 +685,7 @@ fn admission(
 ) -> Result<Option<Admission>> {
     if tokens.is_none() && auth.is_none() {
         if let Some(path) = access_policy {
-            anyhow::bail!(
+            bail!(
                 "access policy {} decides for the clients of --tokens and --auth; give one of them",
                 path.display()
             );
@@ -732,6 +752,8 @@ struct ServeOptions {
     metrics_token: Option<String>,
     /// Serve the console beside the metrics.
     console: bool,
+    /// The bearer token the console's data must carry.
+    console_token: Option<String>,
     trace_uris: bool,
     /// Seals the cursors of listings.
     cursor_seal: CursorSeal,
@@ -769,10 +791,11 @@ async fn serve(
         let routes = match options.console {
             true => {
                 let admission = http.as_ref().and_then(|http| http.access.clone());
-                let token = options.metrics_token.is_some();
-                let console = Console::new(Served {
+                let token = options.console_token.is_some();
+                Console::routes(Served {
                     server: server.clone(),
                     exposure: Exposure::of(address, token, http.is_some(), admission.is_some()),
+                    token: options.console_token,
                     admission,
                     folder: folder.plugins.clone(),
                     transport: if http.is_some() { "http" } else { "stdio" },
@@ -780,15 +803,15 @@ async fn serve(
                     allowed_hosts: http
                         .as_ref()
                         .map_or_else(Vec::new, |http| http.allowed_hosts.clone()),
-                });
-                OperatorRoutes {
-                    open: Console::assets(),
-                    guarded: console.api(),
-                }
+                })
             }
-            false => OperatorRoutes::default(),
+            false => axum::Router::new(),
         };
-        transport::serve_metrics(address, options.metrics_token.as_deref(), routes).await?;
+        let bound =
+            transport::serve_metrics(address, options.metrics_token.as_deref(), routes).await?;
+        if options.console {
+            tracing::info!("serving the console at http://{bound}/console");
+        }
     }
     let arriving = if rules.locked {
         let loading = load_all(&folder, &runtime, &rules, &namespace).await?;

@@ -6,10 +6,13 @@
 //! with its `groups` (comma-separated), exactly as `resmux policy check`
 //! names it; no name is the operator's own view, where nothing is hidden
 //! (audited as the client `console:operator`). A listing answer gathers
-//! pages until it holds [`MOST_LISTED`] entries, has asked for
-//! [`MOST_PAGES`] pages or [`LISTING_BUDGET`] has passed, and hands back the
-//! cursor to go on from, so that no listing (endless, empty page after
-//! empty page, or all hidden from the client) holds a request for long.
+//! pages until it holds [`MOST_LISTED`] entries or [`MOST_LISTED_BYTES`],
+//! has asked for [`MOST_PAGES`] pages or [`LISTING_BUDGET`] has passed, and
+//! hands back the cursor to go on from, so that no listing (endless, empty
+//! page after empty page, all hidden from the client, or of huge entries)
+//! holds a request for long. A read is a preview: the first [`TEXT_SHOWN`]
+//! bytes of its texts, its binary contents while they fit in
+//! [`BINARY_SHOWN`] bytes in all, and how much was left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use rmcp::model::ErrorData;
+use rmcp::model::{ErrorData, ResourceContents};
 use serde::{Deserialize, Serialize};
 
 use super::Console;
@@ -31,10 +34,18 @@ use crate::telemetry::figures::Row;
 /// The most entries one `resources` or `templates` answer gathers, page
 /// after page, before it hands the page a cursor to go on from.
 const MOST_LISTED: usize = 500;
+/// Once a listing answer has gathered this many bytes of entries (as
+/// JSON), it asks for no other page and hands the page a cursor.
+const MOST_LISTED_BYTES: usize = 1024 * 1024;
 /// The most namespace pages one listing answer asks for.
 const MOST_PAGES: usize = 64;
 /// How long one listing answer goes on asking for pages.
 const LISTING_BUDGET: Duration = Duration::from_secs(2);
+/// The most of a read's texts sent to the page: their beginning.
+const TEXT_SHOWN: usize = 256 * 1024;
+/// The most of a read's binary contents sent to the page, for images to be
+/// shown; of the contents that do not fit, the page is told the size.
+const BINARY_SHOWN: usize = 4 * 1024 * 1024;
 
 pub fn routes(console: Arc<Console>) -> axum::Router {
     axum::Router::new()
@@ -389,15 +400,21 @@ async fn list(console: &Console, listing: Listing, listed: Listed) -> Response {
     let deadline = Instant::now() + LISTING_BUDGET;
     let mut cursor = listing.cursor;
     let mut entries = Vec::new();
+    let mut listed_bytes = 0;
     for _ in 0..MOST_PAGES {
         match listed.page(console, &client, cursor.as_deref()).await {
             Ok((page, next)) => {
+                listed_bytes += serde_json::to_vec(&page).map_or(0, |json| json.len());
                 entries.extend(page);
                 cursor = next;
             }
             Err(error) => return mcp_error(error),
         }
-        if cursor.is_none() || entries.len() >= MOST_LISTED || Instant::now() >= deadline {
+        if cursor.is_none()
+            || entries.len() >= MOST_LISTED
+            || listed_bytes >= MOST_LISTED_BYTES
+            || Instant::now() >= deadline
+        {
             break;
         }
     }
@@ -420,16 +437,134 @@ async fn read(State(console): State<Arc<Console>>, Query(reading): Query<Reading
         Err(reason) => return bad_viewer(&reason),
     };
     let (verdict, read) = console.server.read_seen_by(&client, &reading.uri).await;
-    let decision = verdict.map(|verdict| {
-        serde_json::json!({
-            "permitted": verdict.permitted,
-            "by": verdict.by,
-            "guarded": client.scope.is_guarded(),
-        })
+    let decision = verdict.map(|verdict| DecisionView {
+        permitted: verdict.permitted,
+        by: verdict.by,
+        guarded: client.scope.is_guarded(),
     });
-    match read {
-        Ok(result) => Json(serde_json::json!({ "decision": decision, "result": result })),
-        Err(error) => Json(serde_json::json!({ "decision": decision, "mcp_error": error })),
-    }
+    let (result, mcp_error) = match read {
+        Ok(result) => {
+            let mut budget = Budget::of_one_read();
+            let contents = result
+                .contents
+                .into_iter()
+                .filter_map(|contents| budget.preview(contents))
+                .collect();
+            (Some(PreviewView { contents }), None)
+        }
+        Err(error) => (None, Some(error)),
+    };
+    Json(ReadView {
+        decision,
+        result,
+        mcp_error,
+    })
     .into_response()
+}
+
+#[derive(Serialize)]
+struct ReadView {
+    /// The access decision, unless the URI does not parse.
+    decision: Option<DecisionView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<PreviewView>,
+    /// The error an MCP client would get.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mcp_error: Option<ErrorData>,
+}
+
+#[derive(Serialize)]
+struct DecisionView {
+    permitted: bool,
+    /// The policies that decided.
+    by: Vec<String>,
+    /// Whether the viewer is guarded by the access policy at all.
+    guarded: bool,
+}
+
+#[derive(Serialize)]
+struct PreviewView {
+    contents: Vec<ContentView>,
+}
+
+/// One content of a read, as the page shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ContentView {
+    uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mime_type: Option<String>,
+    /// A text's first [`TEXT_SHOWN`] bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    /// Binary content as base64, up to [`BINARY_SHOWN`] bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blob: Option<String>,
+    /// Its size: of the text, or of the binary content decoded.
+    bytes: usize,
+    /// How many of those bytes were not sent.
+    left_out_bytes: usize,
+}
+
+/// What the page may still be sent of one read: bytes of text, and of
+/// binary content.
+struct Budget {
+    text: usize,
+    binary: usize,
+}
+
+impl Budget {
+    fn of_one_read() -> Self {
+        Self {
+            text: TEXT_SHOWN,
+            binary: BINARY_SHOWN,
+        }
+    }
+
+    /// What the page is sent of `contents`, out of what is left; none for
+    /// a kind of content the server never makes.
+    fn preview(&mut self, contents: ResourceContents) -> Option<ContentView> {
+        match contents {
+            ResourceContents::TextResourceContents {
+                uri,
+                mime_type,
+                mut text,
+                ..
+            } => {
+                let bytes = text.len();
+                text.truncate(text.floor_char_boundary(self.text));
+                self.text -= text.len();
+                Some(ContentView {
+                    uri,
+                    mime_type,
+                    left_out_bytes: bytes - text.len(),
+                    text: Some(text),
+                    blob: None,
+                    bytes,
+                })
+            }
+            ResourceContents::BlobResourceContents {
+                uri,
+                mime_type,
+                blob,
+                ..
+            } => {
+                let padding = blob.bytes().rev().take_while(|byte| *byte == b'=').count();
+                let bytes = (blob.len() / 4 * 3).saturating_sub(padding);
+                let shown = bytes <= self.binary;
+                if shown {
+                    self.binary -= bytes;
+                }
+                Some(ContentView {
+                    uri,
+                    mime_type,
+                    text: None,
+                    blob: shown.then_some(blob),
+                    bytes,
+                    left_out_bytes: if shown { 0 } else { bytes },
+                })
+            }
+            _ => None,
+        }
+    }
 }

@@ -7,8 +7,9 @@
 //! The page and its assets ([`assets`]) are embedded in the binary and hold
 //! no data, so they are served to anyone who reaches the listener. The data
 //! ([`api`]) reads every resource past the access policy, so it is served
-//! only behind the metrics token, or, without one, on a loopback listener
-//! of an HTTP server whose loopback MCP port is open to anyone anyway
+//! only behind a token of its own (the console token: never the metrics
+//! token, which scrapers hold), or, without one, on a loopback listener of
+//! an HTTP server whose loopback MCP port is open to anyone anyway
 //! ([`Exposure`]).
 //! It answers only requests whose `Host` an attacker's name cannot carry (an
 //! IP address, `localhost`, or a name the operator allowed with
@@ -35,6 +36,7 @@ use axum::response::{IntoResponse, Response};
 use crate::access::Admission;
 use crate::protocol::ResmuxServer;
 use crate::telemetry::figures::{Figures, Sample};
+use crate::transport::allowed_authority;
 
 /// Figures are taken from the newest sample at least this old.
 const FIGURES_WINDOW: Duration = Duration::from_secs(10);
@@ -53,7 +55,7 @@ pub struct Console {
     audited: bool,
     started: SystemTime,
     /// Names the `Host` of a data request may carry besides IP addresses
-    /// and `localhost`.
+    /// and `localhost`, in lower case.
     allowed_hosts: Vec<String>,
     exposure: Exposure,
     /// Recent samples of the metrics, oldest first; held while one is
@@ -64,7 +66,7 @@ pub struct Console {
 /// Whether the console's data may be served, and why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exposure {
-    /// Behind the metrics token.
+    /// Behind the console token.
     Token,
     /// Without a token: on a loopback listener, of an HTTP server without
     /// tokens or an issuer, whose MCP port anyone who reaches the listener
@@ -75,7 +77,7 @@ pub enum Exposure {
 }
 
 impl Exposure {
-    /// What serving the data on `listener` allows, with the metrics token
+    /// What serving the data on `listener` allows, with the console token
     /// or without it, for a server over HTTP or stdio, with or without
     /// `access_control`.
     pub fn of(listener: SocketAddr, token: bool, http: bool, access_control: bool) -> Self {
@@ -84,18 +86,18 @@ impl Exposure {
         }
         if !http {
             return Self::Off(
-                "the console's data reads every resource, and over stdio only the process that started resmux may, so it needs --metrics-token-file"
+                "the console's data reads every resource, and over stdio only the process that started resmux may, so it needs --console-token-file"
                     .to_owned(),
             );
         }
         if !listener.ip().is_loopback() {
             return Self::Off(format!(
-                "the console's data reads every resource, so on {listener}, which is not a loopback address, it needs --metrics-token-file"
+                "the console's data reads every resource, so on {listener}, which is not a loopback address, it needs --console-token-file"
             ));
         }
         if access_control {
             return Self::Off(
-                "the console's data reads every resource past the access policy, so on a server with --tokens or --auth it needs --metrics-token-file"
+                "the console's data reads every resource past the access policy, so on a server with --tokens or --auth it needs --console-token-file"
                     .to_owned(),
             );
         }
@@ -115,41 +117,51 @@ pub struct Served {
     pub audited: bool,
     pub allowed_hosts: Vec<String>,
     pub exposure: Exposure,
+    /// The bearer token the data must carry.
+    pub token: Option<String>,
 }
 
 impl Console {
-    /// The console of `served`; the board is kept from now on, unless the
+    /// The routes of the console of `served`: the page and its assets, open
+    /// to whoever reaches the listener, and the data, behind the console
+    /// token when there is one. The board is kept from now on, unless the
     /// console may show no data.
-    pub fn new(served: Served) -> Arc<Self> {
+    pub fn routes(served: Served) -> axum::Router {
         match &served.exposure {
             Exposure::Off(reason) => tracing::warn!("the console shows no data: {reason}"),
             Exposure::Token | Exposure::Loopback => crate::telemetry::board().enable(),
         }
-        Arc::new(Self {
+        let token = served.token.clone();
+        let console = Arc::new(Self::new(served));
+        let mut data = api::routes(console.clone())
+            .layer(axum::middleware::from_fn_with_state(console, exposed));
+        if let Some(token) = token {
+            data = crate::transport::behind_token(data, &token, "the console token");
+        }
+        assets::routes()
+            .merge(data)
+            .layer(axum::middleware::from_fn(secure))
+    }
+
+    fn new(served: Served) -> Self {
+        Self {
             server: served.server,
             admission: served.admission,
             folder: served.folder,
             transport: served.transport,
             audited: served.audited,
             started: SystemTime::now(),
-            allowed_hosts: served.allowed_hosts,
+            // The console listens on a port of its own: an entry's port,
+            // which is the MCP port's, does not apply.
+            allowed_hosts: served
+                .allowed_hosts
+                .iter()
+                .filter_map(|allowed| allowed_authority(allowed))
+                .map(|(host, _)| host)
+                .collect(),
             exposure: served.exposure,
             samples: tokio::sync::Mutex::default(),
-        })
-    }
-
-    /// The page and its assets: no data, open to whoever reaches the
-    /// listener.
-    pub fn assets() -> axum::Router {
-        assets::routes().layer(axum::middleware::from_fn(secure))
-    }
-
-    /// The data the page shows, for the token layer of the listener to
-    /// guard.
-    pub fn api(self: &Arc<Self>) -> axum::Router {
-        api::routes(self.clone())
-            .layer(axum::middleware::from_fn_with_state(self.clone(), exposed))
-            .layer(axum::middleware::from_fn(secure))
+        }
     }
 
     /// The figures of each plugin since the newest sample at least

@@ -226,19 +226,30 @@ impl Board {
                 file.file_stem()
                     .map_or_else(String::new, |stem| stem.to_string_lossy().to_lowercase())
             });
-        let card = inner.card_of(file);
-        if card.origin.file.as_os_str().is_empty() {
-            card.origin = Origin {
+        let origin = match inner.cards.get(file) {
+            Some(card) => Origin {
+                scheme: scheme.clone(),
+                ..card.origin.clone()
+            },
+            None => Origin {
                 file: file.to_owned(),
                 scheme: scheme.clone(),
                 manifest: None,
                 component: file.display().to_string(),
-            };
+            },
+        };
+        let reason = kept(reason);
+        let card = inner.card(origin);
+        if card.state == State::Failed(reason.clone()) {
+            // Refused again for the same reason: nothing new to tell.
+            return;
         }
-        card.state = State::Failed(kept(reason));
-        card.since = SystemTime::now();
-        card.loaded = None;
-        inner.record(Kind::Refused, Some(scheme), kept(reason));
+        // Nothing it loaded serves any more.
+        *card = Card {
+            state: State::Failed(reason.clone()),
+            ..Card::blank(card.origin.clone())
+        };
+        inner.record(Kind::Refused, Some(scheme), reason);
     }
 
     /// The plugin whose runtime id is `plugin` says it is `about`: its name,
@@ -269,10 +280,23 @@ impl Board {
                 .values_mut()
                 .find(|card| card.origin.scheme == scheme && card.loaded.is_some()),
         };
+        let reason = kept(reason);
         if let Some(card) = card {
-            card.not_replaced = Some(kept(reason));
+            if card.not_replaced.as_ref() == Some(&reason) {
+                // Refused again for the same reason: nothing new to tell.
+                return;
+            }
+            card.not_replaced = Some(reason.clone());
         }
-        inner.record(Kind::Refused, Some(scheme.to_owned()), kept(reason));
+        inner.record(Kind::Refused, Some(scheme.to_owned()), reason);
+    }
+
+    /// The plugin declared by `file` serves the very files it was loaded
+    /// from again (a refused change was undone): no change waits refused.
+    pub fn unchanged(&self, file: &Path) {
+        if let Some(card) = self.lock().cards.get_mut(file) {
+            card.not_replaced = None;
+        }
     }
 
     /// Only the plugins declared by `files` are left in the folder: every
@@ -365,14 +389,10 @@ impl Board {
 }
 
 impl Card {
-    fn blank() -> Self {
+    /// The card of a plugin from `origin`, of which nothing is known yet.
+    fn blank(origin: Origin) -> Self {
         Self {
-            origin: Origin {
-                file: PathBuf::new(),
-                scheme: String::new(),
-                manifest: None,
-                component: String::new(),
-            },
+            origin,
             state: State::Loading,
             since: SystemTime::now(),
             loaded: None,
@@ -391,18 +411,30 @@ impl Card {
 }
 
 impl Inner {
-    /// The card of `origin`'s file, which now has `origin`.
+    /// The card of `origin`'s file, which now has `origin`: a blank one if
+    /// it has none yet, or if the file loaded a plugin under another
+    /// scheme, which is gone then.
     fn card(&mut self, origin: Origin) -> &mut Card {
-        let card = self.card_of(&origin.file);
+        let other_scheme = self
+            .cards
+            .get(&origin.file)
+            .filter(|card| card.origin.scheme != origin.scheme && card.loaded.is_some())
+            .map(|card| card.origin.scheme.clone());
+        if let Some(scheme) = other_scheme {
+            let text = format!(
+                "{} declares {}:// now, in place of {scheme}://",
+                origin.file.display(),
+                origin.scheme
+            );
+            self.cards.remove(&origin.file);
+            self.record(Kind::Removed, Some(scheme), text);
+        }
+        let card = self
+            .cards
+            .entry(origin.file.clone())
+            .or_insert_with(|| Card::blank(origin.clone()));
         card.origin = origin;
         card
-    }
-
-    /// The card of `file`, a blank one if it has none yet.
-    fn card_of(&mut self, file: &Path) -> &mut Card {
-        self.cards
-            .entry(file.to_owned())
-            .or_insert_with(Card::blank)
     }
 
     fn record(&mut self, kind: Kind, scheme: Option<String>, text: String) {
@@ -429,11 +461,7 @@ fn kept(text: &str) -> String {
     if text.len() <= TEXT_KEPT {
         return text.to_owned();
     }
-    let mut end = TEXT_KEPT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    format!("{}…", &text[..text.floor_char_boundary(TEXT_KEPT)])
 }
 
 #[cfg(test)]
@@ -511,6 +539,73 @@ mod tests {
             board.cards()[0].not_replaced.as_deref(),
             Some("no component")
         );
+    }
+
+    #[test]
+    fn a_refused_change_undone_leaves_no_reason_and_a_refusal_repeated_is_told_once() {
+        let board = Board::default();
+        board.serving(origin("/p/a.wasm", "a"), Loaded::default());
+        for _ in 0..3 {
+            board.not_replaced(Path::new("/p/a.wasm"), "a", "half copied");
+        }
+        board.unchanged(Path::new("/p/a.wasm"));
+        assert_eq!(board.cards()[0].not_replaced, None);
+        for _ in 0..3 {
+            board.failed(Path::new("/p/b.wasm"), None, "not a component");
+        }
+        let kinds: Vec<_> = board.events().iter().map(|event| event.kind).collect();
+        assert_eq!(kinds, [Kind::Added, Kind::Refused, Kind::Refused]);
+        board.failed(Path::new("/p/b.wasm"), None, "truncated");
+        assert_eq!(board.events().len(), 4);
+    }
+
+    #[test]
+    fn a_file_that_declares_another_scheme_starts_a_card_afresh() {
+        let board = Board::default();
+        let loaded = Loaded {
+            plugin: 3,
+            sha256: "old".into(),
+            ..Loaded::default()
+        };
+        board.serving(origin("/p/a.toml", "x"), loaded);
+        board.quarantined(3, "x", None, Duration::from_secs(60), "trap");
+        board.not_replaced(Path::new("/p/a.toml"), "x", "half copied");
+        board.loading(origin("/p/a.toml", "y"));
+        let card = &board.cards()[0];
+        assert_eq!(card.origin.scheme, "y");
+        assert_eq!(
+            (&card.loaded, &card.quarantine, &card.not_replaced),
+            (&None, &None, &None)
+        );
+        let removed = board.events().pop().unwrap();
+        assert_eq!(
+            (removed.kind, removed.scheme.as_deref()),
+            (Kind::Removed, Some("x"))
+        );
+        // A plugin that fails to load keeps nothing of what it was.
+        board.serving(
+            origin("/p/a.toml", "y"),
+            Loaded {
+                plugin: 4,
+                ..Loaded::default()
+            },
+        );
+        board.quarantined(4, "y", None, Duration::from_secs(60), "trap");
+        board.failed(Path::new("/p/a.toml"), Some("y"), "no component");
+        let card = &board.cards()[0];
+        assert_eq!(card.state, State::Failed("no component".into()));
+        assert_eq!((&card.loaded, &card.quarantine), (&None, &None));
+    }
+
+    #[test]
+    fn a_scheme_guessed_for_a_file_that_never_loaded_is_replaced_without_a_removal() {
+        let board = Board::default();
+        board.failed(Path::new("/p/foo.toml"), None, "not TOML");
+        assert_eq!(board.cards()[0].origin.scheme, "foo");
+        board.loading(origin("/p/foo.toml", "bar"));
+        assert_eq!(board.cards()[0].origin.scheme, "bar");
+        let kinds: Vec<_> = board.events().iter().map(|event| event.kind).collect();
+        assert_eq!(kinds, [Kind::Refused]);
     }
 
     #[test]

@@ -402,8 +402,9 @@ fn normal_host(host: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// An allowed host entry as rmcp reads it: an authority, or else a bare name.
-fn allowed_authority(allowed: &str) -> Option<(String, Option<u16>)> {
+/// An allowed host entry as rmcp reads it: an authority, or else a bare
+/// name; the host without brackets, in lower case.
+pub fn allowed_authority(allowed: &str) -> Option<(String, Option<u16>)> {
     let allowed = allowed.trim();
     if allowed.is_empty() {
         return None;

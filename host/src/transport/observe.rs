@@ -3,12 +3,12 @@
 //! MCP port and its tokens, and the probes `/healthz` (the process serves)
 //! and `/readyz` (the plugin folder is loaded), which the MCP port answers
 //! too. The probes need no token and carry no data; `/metrics` needs the
-//! metrics token as a bearer token when the operator sets one, and so does
-//! the data of the operator's console, whose page it serves too
-//! ([`OperatorRoutes`]). The listener
-//! is bounded like the MCP port (header timeout, paced bodies, connections
-//! in all and per source), so a flood from one source leaves the probes
-//! answering.
+//! metrics token as a bearer token when the operator sets one. The
+//! listener serves the operator's console too, whose data is guarded by a
+//! token of its own ([`behind_token`]), so that a scraper's token reads no
+//! resource. The listener is bounded like the MCP port (header timeout,
+//! paced bodies, connections in all and per source), so a flood from one
+//! source leaves the probes answering.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -29,7 +29,8 @@ use crate::telemetry::metrics;
 /// Connections the metrics listener keeps open at once; one source holds
 /// at most an eighth of them (8).
 const MAX_CONNECTIONS: usize = 64;
-/// The shortest metrics token, as the shortest token of a tokens file.
+/// The shortest metrics or console token, as the shortest token of a
+/// tokens file.
 const MIN_TOKEN_BYTES: usize = 16;
 
 static READY: AtomicBool = AtomicBool::new(false);
@@ -54,80 +55,81 @@ async fn ready() -> Response {
     }
 }
 
-/// The metrics token in `path`: the file's text without the white space
-/// around it (as Prometheus reads its `credentials_file`).
-pub fn read_metrics_token(path: &Path) -> Result<String> {
-    let text = crate::operator_file::read_text(path, "the metrics token file")?;
+/// The token `what` (say, "the metrics token") that the file at `path`
+/// holds: the file's text without the white space around it (as
+/// Prometheus reads its `credentials_file`).
+pub fn read_token_file(path: &Path, what: &str) -> Result<String> {
+    let text = crate::operator_file::read_text(path, &format!("{what} file"))?;
     let token = text.trim();
     if token.len() < MIN_TOKEN_BYTES {
         bail!(
-            "the metrics token in {} is shorter than {MIN_TOKEN_BYTES} characters",
+            "{what} in {} is shorter than {MIN_TOKEN_BYTES} characters",
             path.display()
         );
     }
     Ok(token.to_owned())
 }
 
-/// What the operator's listener serves besides the metrics and the probes:
-/// routes open to whoever reaches it, and routes behind the metrics token.
-#[derive(Default)]
-pub struct OperatorRoutes {
-    pub open: axum::Router,
-    pub guarded: axum::Router,
-}
-
 /// Listens on `address` for scrapes and probes and the `extra` routes, for
-/// as long as the process runs; scrapes and the guarded routes must carry
-/// `token` as their bearer token when it is given. Returns once it listens.
+/// as long as the process runs; scrapes must carry `token` as their bearer
+/// token when it is given. Returns once it listens.
 pub async fn serve_metrics(
     address: SocketAddr,
     token: Option<&str>,
-    extra: OperatorRoutes,
+    extra: axum::Router,
 ) -> Result<SocketAddr> {
     let listener = TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen for metrics on {address}"))?;
     let bound = listener.local_addr()?;
-    let mut scrapes = axum::Router::new()
-        .route("/metrics", get(scrape))
-        .merge(extra.guarded);
+    let mut scrapes = axum::Router::new().route("/metrics", get(scrape));
     if let Some(token) = token {
-        let expected = blake3::hash(token.as_bytes());
-        scrapes = scrapes.route_layer(axum::middleware::from_fn_with_state(
-            expected,
-            require_token,
-        ));
+        scrapes = behind_token(scrapes, token, "the metrics token");
     }
-    let router = probes().merge(scrapes).merge(extra.open);
+    let router = probes().merge(scrapes).merge(extra);
     tokio::spawn(accept(
         listener,
         router,
         ConnectionLimits::new(MAX_CONNECTIONS, None),
         std::future::pending(),
     ));
-    tracing::info!(
-        "serving metrics at http://{bound}/metrics, the console at http://{bound}/console, probes at /healthz and /readyz"
-    );
+    tracing::info!("serving metrics at http://{bound}/metrics, probes at /healthz and /readyz");
     Ok(bound)
 }
 
-/// Lets a scrape, or a request for the console's data, through only with
-/// the metrics token as its bearer token.
-/// The presented token is hashed and compared in constant time
+/// `routes`, answered only for a request carrying `token` as its bearer
+/// token; a refusal names the token by `what`.
+pub fn behind_token(routes: axum::Router, token: &str, what: &'static str) -> axum::Router {
+    let expected = Expected {
+        hash: blake3::hash(token.as_bytes()),
+        what,
+    };
+    routes.route_layer(axum::middleware::from_fn_with_state(
+        expected,
+        require_token,
+    ))
+}
+
+/// The token a guarded route wants, as its hash, and what it is called.
+#[derive(Clone, Copy)]
+struct Expected {
+    hash: blake3::Hash,
+    what: &'static str,
+}
+
+/// Lets a request through only with the expected token as its bearer
+/// token. The presented token is hashed and compared in constant time
 /// (`blake3::Hash`'s `==`): how long the check takes tells nothing of the
 /// token.
-async fn require_token(
-    State(expected): State<blake3::Hash>,
-    request: Request,
-    next: Next,
-) -> Response {
+async fn require_token(State(expected): State<Expected>, request: Request, next: Next) -> Response {
+    let what = expected.what;
     let presented = bearer(request.headers()).map(|token| blake3::hash(token.as_bytes()));
-    if presented == Some(expected) {
+    if presented == Some(expected.hash) {
         return next.run(request).await;
     }
     let reason = match presented {
-        Some(_) => "the bearer token is not the metrics token",
-        None => "no bearer token",
+        Some(_) => format!("the bearer token is not {what}"),
+        None => "no bearer token".to_owned(),
     };
     let path = request.uri().path();
     // At debug: the scraper is told why, and a flood of refused scrapes
@@ -135,8 +137,8 @@ async fn require_token(
     tracing::debug!("refused a request for {path}: {reason}");
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer realm=\"resmux-metrics\"")],
-        format!("{path} needs the metrics token as a bearer token: {reason}\n"),
+        [(header::WWW_AUTHENTICATE, "Bearer realm=\"resmux-operator\"")],
+        format!("{path} needs {what} as a bearer token: {reason}\n"),
     )
         .into_response()
 }

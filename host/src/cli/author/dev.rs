@@ -108,6 +108,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         metrics: None,
         metrics_token: None,
         console: false,
+        console_token: None,
         trace_uris: false,
         cursor_seal: CursorSeal::random(cursor::DEFAULT_ROTATION),
     };

@@ -50,7 +50,7 @@
     const headers = token ? { Authorization: 'Bearer ' + token } : {};
     const response = await fetch(path, { headers, cache: 'no-store', credentials: 'omit' });
     if (response.status === 401) {
-      askForToken(token ? 'That is not the metrics token.' : '');
+      askForToken(token ? 'That is not the console token.' : '');
       throw new NeedsToken();
     }
     const text = await response.text();
@@ -71,7 +71,7 @@
     sessionStorage.removeItem('resmux-console-token');
     $('token-form').hidden = false;
     $('token-error').textContent = message;
-    setStatus('paused', 'needs the metrics token');
+    setStatus('paused', 'needs the console token');
   }
 
   function setStatus(status, text) {
@@ -378,38 +378,47 @@
     }
   }
 
+  // A content as the server previews it: a text's beginning, and binary
+  // content only while small enough to show.
   function content(item) {
     const heading = el('p', { class: 'muted mono' }, item.uri + (item.mimeType ? ' · ' + item.mimeType : ''));
-    if (typeof item.text === 'string') return el('div', null, heading, el('pre', { 'data-role': 'text' }, item.text));
-    const raw = atob(item.blob);
+    if (typeof item.text === 'string') {
+      const leftOut = item.leftOutBytes
+        ? el('p', { class: 'muted', 'data-role': 'left-out' },
+          bytes(item.leftOutBytes) + ' more not shown here; a client reads it whole.')
+        : null;
+      return el('div', null, heading, el('pre', { 'data-role': 'text' }, item.text), leftOut);
+    }
     const type = (item.mimeType || '').toLowerCase();
-    if (IMAGE_TYPES.has(type)) {
+    if (typeof item.blob === 'string' && IMAGE_TYPES.has(type)) {
+      const raw = atob(item.blob);
       const data = Uint8Array.from(raw, (char) => char.charCodeAt(0));
       const url = URL.createObjectURL(new Blob([data], { type }));
       imageUrls.push(url);
       return el('div', null, heading, el('img', { src: url, alt: item.uri, 'data-role': 'image' }));
     }
-    return el('div', null, heading, el('p', { class: 'muted' }, 'Binary content, ' + bytes(raw.length) + '.'));
+    const tooLarge = typeof item.blob === 'string' ? '' : ', too large to show here';
+    return el('div', null, heading, el('p', { class: 'muted', 'data-role': 'binary' }, 'Binary content, ' + bytes(item.bytes) + tooLarge + '.'));
   }
 
-  // A token in the address's fragment (which the browser never sends) is
-  // kept for this tab and taken out of the address.
+  // A token in the address's fragment as the page opens (which the
+  // browser never sends) is kept for this tab and taken out of the address.
   function tokenFromAddress() {
     const given = new URLSearchParams(location.hash.slice(1)).get('token');
-    if (!given) return false;
+    if (!given) return;
     token = given;
     sessionStorage.setItem('resmux-console-token', token);
     history.replaceState(null, '', location.pathname + location.search);
     $('token-form').hidden = true;
-    return true;
   }
 
   function start() {
     tokenFromAddress();
+    // A token put in the fragment later (by whoever holds this window) is
+    // not taken, only taken out of the address.
     window.addEventListener('hashchange', () => {
-      if (tokenFromAddress()) {
-        servingSignature = null;
-        poll();
+      if (new URLSearchParams(location.hash.slice(1)).has('token')) {
+        history.replaceState(null, '', location.pathname + location.search);
       }
     });
     $('token-form').addEventListener('submit', (event) => {
