@@ -58,15 +58,38 @@ def mcp_request(url, body, headers):
     )
 
 
-def post(url, body, headers):
-    """POSTs the JSON-RPC `body` as an MCP client would, with extra
-    `headers`; returns the HTTP status, the response headers and the body."""
-    request = mcp_request(url, body, headers)
+def answer(request):
+    """Sends `request`; returns the HTTP status, the response headers and
+    the body, whatever the status."""
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, response.headers, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.headers, error.read().decode()
+
+
+def post(url, body, headers):
+    """POSTs the JSON-RPC `body` as an MCP client would, with extra
+    `headers`; returns the HTTP status, the response headers and the body."""
+    return answer(mcp_request(url, body, headers))
+
+
+def get(url, headers=None):
+    """GETs `url` with `headers`: the status, the headers and the body."""
+    return answer(urllib.request.Request(url, headers=headers or {}))
+
+
+def open_session(url, headers=None):
+    """Opens a 2025-11-25 session on `url` with extra `headers` (a bearer
+    token, say); returns the headers of its requests, those among them."""
+    headers = headers or {}
+    status, response_headers, body = post(url, INITIALIZE, headers)
+    assert status == 200, body
+    opened = {**headers, "Mcp-Session-Id": response_headers["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
+    initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+    status, _, body = post(url, initialized, opened)
+    assert status == 202, body
+    return opened
 
 
 def logged(server, text, within=20):

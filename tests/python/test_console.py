@@ -13,8 +13,6 @@ import shutil
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from selenium import webdriver
@@ -22,7 +20,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from conftest import BINARY, INITIALIZE, PLUGINS, ROOT, post
+from conftest import BINARY, PLUGINS, ROOT, get, open_session, post
 from idp import free_port
 
 CHROMIUM = shutil.which("chromium")
@@ -98,8 +96,10 @@ def state_of(browser, scheme):
 
 
 def wait_for(browser, what, timeout=20):
-    """What `what` returns once it is truthy, asked every 0.1 s."""
-    return WebDriverWait(browser, timeout, poll_frequency=0.1).until(lambda _: what())
+    """What `what` returns once it is truthy, asked every 0.1 s; a card or a
+    text not drawn yet (IndexError, KeyError) is asked again."""
+    waiting = WebDriverWait(browser, timeout, poll_frequency=0.1, ignored_exceptions=(IndexError, KeyError))
+    return waiting.until(lambda _: what())
 
 
 def texts(browser, selector):
@@ -112,22 +112,6 @@ def listed_uris(browser):
     return browser.execute_script(
         "return [...document.querySelectorAll('#resources li[data-uri]')].map(item => item.dataset.uri)"
     )
-
-
-def session(url):
-    """Headers of a new 2025-11-25 session on `url`."""
-    return session_of(url, None)
-
-
-def session_of(url, token):
-    """Headers of a new 2025-11-25 session on `url`, opened with `token` as
-    the bearer token if given."""
-    bearer = {"Authorization": f"Bearer {token}"} if token else {}
-    _, headers, _ = post(url, INITIALIZE, bearer)
-    opened = {"Mcp-Session-Id": headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
-    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
-    assert post(url, initialized, {**opened, **bearer})[0] == 202
-    return opened
 
 
 def mcp(url, headers, method, params):
@@ -171,7 +155,7 @@ def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, brow
 
     # Reads while the page watches show as calls per second and latency.
     url = server.url
-    headers = session(url)
+    headers = open_session(url)
     stop = threading.Event()
 
     def keep_reading():
@@ -237,7 +221,7 @@ def test_a_quarantined_plugin_shows_within_seconds_while_the_others_serve(serve,
     # until its CPU limit, and three in a row quarantine it, for longer
     # each time it faults again on coming back.
     url = server.url
-    headers = session(url)
+    headers = open_session(url)
     stop = threading.Event()
 
     def keep_listing():
@@ -260,7 +244,7 @@ def test_a_quarantined_plugin_shows_within_seconds_while_the_others_serve(serve,
     finally:
         stop.set()
         lister.join(10)
-    # The other plugin still answers, on the page as over MCP.
+    # The other plugin still answers a read from the page's listing.
     wait_for(browser, lambda: "notes://notes/welcome" in listed_uris(browser))
     browser.find_element(By.CSS_SELECTOR, "#resources button[data-uri='notes://notes/welcome']").click()
     wait_for(browser, lambda: texts(browser, "#read-contents pre"))
@@ -329,7 +313,7 @@ def test_as_a_client_the_namespace_hides_what_the_policy_forbids(serve, browser,
     wait_for(browser, lambda: "notes://notes/welcome" in listed_uris(browser))
     # bob reads what the policy forbids him: the audit log's denial shows
     # among the events.
-    headers = {**session_of(server.url, "b" * 32), "Authorization": f"Bearer {'b' * 32}"}
+    headers = open_session(server.url, {"Authorization": f"Bearer {'b' * 32}"})
     body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
                        "params": {"uri": "notes://notes/welcome"}}).encode()
     assert "not found" in post(server.url, body, headers)[2]
@@ -383,16 +367,6 @@ def test_a_description_holding_script_shows_as_text_and_never_runs(serve, browse
     assert browser.title == "resmux console"
     refused = [entry["message"] for entry in browser.get_log("browser") if "Content Security Policy" in entry["message"]]
     assert refused == [], refused
-
-
-def get(url, headers=None):
-    """GETs `url`: the status, the headers and the body."""
-    request = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, response.headers, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read().decode()
 
 
 def test_the_data_needs_the_console_token_and_stays_out_of_other_sites_reach(serve, browser, plugins, tmp_path):

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import INITIALIZE, MODERN_META, THROUGH_RMCP, post
+from conftest import MODERN_META, THROUGH_RMCP, open_session, post
 
 FOUND = "notes://notes/welcome"
 MISSING = "notes://notes/missing"
@@ -53,18 +53,6 @@ def message(response_headers, body):
     return answers[0]
 
 
-def open_session(server):
-    status, headers, _ = post(server.url, INITIALIZE, {})
-    assert status == 200
-    session = headers["Mcp-Session-Id"]
-    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
-    status, _, _ = post(
-        server.url, initialized, {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
-    )
-    assert status == 202
-    return {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
-
-
 @pytest.mark.parametrize("uri", [FOUND, MISSING])
 def test_a_stateless_read_is_one_json_body_with_rmcps_answer(server, uri):
     headers = stateless_headers(uri)
@@ -85,7 +73,7 @@ def test_a_stateless_read_is_one_json_body_with_rmcps_answer(server, uri):
 
 @pytest.mark.parametrize("uri", [FOUND, MISSING])
 def test_a_session_read_is_one_json_body_with_rmcps_answer(server, uri):
-    session = open_session(server)
+    session = open_session(server.url)
     fast_status, fast_headers, fast_body = post(server.url, read_body(uri, meta=None), session)
     slow_status, slow_headers, slow_body = post(server.url, read_body(uri, meta=None), {**session, **THROUGH_RMCP})
     assert slow_headers["Content-Type"].startswith("text/event-stream")
@@ -142,7 +130,7 @@ def test_a_stateless_read_without_its_required_meta_is_refused(server):
 
 
 def test_a_read_on_an_unknown_or_closed_session_is_not_found(server):
-    session = open_session(server)
+    session = open_session(server.url)
     status, headers, body = post(server.url, read_body(FOUND, meta=None), session)
     assert status == 200 and headers["Content-Type"] == "application/json" and "Welcome" in body
     status, _, body = post(server.url, read_body(FOUND, meta=None), {**session, "Mcp-Session-Id": "no-such-session"})
@@ -181,7 +169,7 @@ def post_raw(url, body, headers):
 
 
 def test_a_session_read_with_a_version_header_in_doubt_gets_rmcps_answer(server):
-    session = open_session(server)
+    session = open_session(server.url)
     session_id = ("Mcp-Session-Id", session["Mcp-Session-Id"])
     # Named twice: rmcp goes by the first, a revision without sessions, and
     # refuses a read whose _meta does not name it.

@@ -274,7 +274,7 @@ async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
     server.stop().await.unwrap();
 }
 
-/// The token scrapes of `/metrics` carry in the probes test.
+/// The token scrapes of `/metrics` carry in these tests.
 const METRICS_TOKEN: &str = "the-metrics-token-0123456789";
 
 #[tokio::test]
@@ -706,14 +706,16 @@ async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
     );
     open.stop().await.unwrap();
 
+    folder
+        .file("console-token", b"console-token-0123456789\n")
+        .file("metrics-token", format!("{METRICS_TOKEN}\n").as_bytes());
     let audit = folder.path().join("audit.log");
-    let audit_arg = audit.display().to_string();
-    let token_file = folder.path().join("console-token");
-    std::fs::write(&token_file, "console-token-0123456789\n").unwrap();
-    let token_arg = token_file.display().to_string();
-    let metrics_token_file = folder.path().join("metrics-token");
-    std::fs::write(&metrics_token_file, format!("{METRICS_TOKEN}\n")).unwrap();
-    let metrics_token_arg = metrics_token_file.display().to_string();
+    let argument = |name: &str| folder.path().join(name).display().to_string();
+    let (audit_arg, token_arg, metrics_token_arg) = (
+        argument("audit.log"),
+        argument("console-token"),
+        argument("metrics-token"),
+    );
     let (mut server, metrics) = metered(
         &folder,
         RawServer::start,

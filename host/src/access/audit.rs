@@ -2,8 +2,7 @@
 //! bridge), subscription and completion, appended to a file the operator
 //! names: when, which client (its name, subject and client id), which
 //! action on which URI, what the access policy decided and by which
-//! policies, how it ended, how many bytes went out. Each decision is
-//! shown on the operator's board too.
+//! policies, how it ended, how many bytes went out.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -93,7 +92,6 @@ impl AuditLog {
         };
         let mut text = serde_json::to_string(&line).expect("an audit line serialises");
         text.push('\n');
-        post(record);
         let mut writer = self
             .writer
             .lock()
@@ -128,29 +126,24 @@ impl AuditLog {
     }
 }
 
-/// Shows an access decision on the operator's board, once the console is
-/// on.
-fn post(record: &Record<'_>) {
-    let Some(decision) = record.decision else {
-        return;
-    };
-    let scheme = record.uri.split_once("://").map(|(scheme, _)| scheme);
-    crate::telemetry::board().audited(decision == "allow", scheme, || {
-        let by = match record.policies {
+impl Record<'_> {
+    /// The line in a few words, as the operator's console lists it.
+    pub fn summary(&self) -> String {
+        let by = match self.policies {
             [] => String::new(),
             policies => format!(" by {}", policies.join(", ")),
         };
         format!(
             "{} {} {} {}{by} via {}: {}, {} bytes",
-            record.client,
-            decision,
-            record.action,
-            record.uri,
-            record.via,
-            record.outcome,
-            record.bytes
+            self.client,
+            self.decision.unwrap_or("undecided"),
+            self.action,
+            self.uri,
+            self.via,
+            self.outcome,
+            self.bytes
         )
-    });
+    }
 }
 
 impl Writer {

@@ -117,6 +117,15 @@ impl Client {
         }
     }
 
+    /// The same client, its reads not counted against its rate limit (the
+    /// operator looking as it).
+    pub fn without_read_limit(&self) -> Self {
+        Self {
+            reads: None,
+            ..self.clone()
+        }
+    }
+
     /// Takes one read from the client's rate limit, shared by the replicas
     /// when they share a store, or says when to retry.
     pub async fn admit_read(&self) -> Result<(), String> {

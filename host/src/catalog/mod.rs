@@ -613,17 +613,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         .as_ref()
         .map(|provenance| provenance.manifest_digest.clone());
     let config = entry.manifest.config_pairs()?;
-    let mut card = board::Loaded {
-        plugin: 0,
-        sha256: compiled.digest.clone(),
-        pulled: located.provenance.map(|provenance| board::Pulled {
-            manifest_digest: provenance.manifest_digest,
-            signed_by: provenance.signed_by,
-            logged: provenance.logged,
-        }),
-        about: None,
-        grants: described(&grants, &entry.manifest),
-    };
+    let shown_grants = described(&grants, &entry.manifest);
     let plugin = runtime.with_stack(grants.limits.stack_kib)?.plugin(
         &entry.scheme,
         &compiled.component,
@@ -631,7 +621,17 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         config,
     )?;
     plugin.start().await?;
-    card.plugin = plugin.id();
+    let card = board::Loaded {
+        plugin: plugin.id(),
+        sha256: compiled.digest.clone(),
+        pulled: located.provenance.map(|provenance| board::Pulled {
+            manifest_digest: provenance.manifest_digest,
+            signed_by: provenance.signed_by,
+            logged: provenance.logged,
+        }),
+        about: None,
+        grants: shown_grants,
+    };
     tracing::info!(
         scheme = entry.scheme,
         component = %entry.component,

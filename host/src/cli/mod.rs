@@ -25,14 +25,14 @@ use resmux::access::audit::AuditLog;
 use resmux::access::shared_limits::SharedLimits;
 use resmux::access::{AccessList, Admission, ResourceServer};
 use resmux::catalog::{self, Loading, startup};
-use resmux::console::{Console, Exposure, Served};
+use resmux::console::{Console, Served};
 use resmux::grants::Ceiling;
 use resmux::namespace::cursor::{self, CursorSeal};
 use resmux::namespace::{Namespace, changes};
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use resmux::telemetry::logs::LogFormat;
-use resmux::transport::{self, ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions};
+use resmux::transport::{self, ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions, OperatorToken};
 
 /// Entries of one listing page, unless --page-size says otherwise.
 const DEFAULT_PAGE_SIZE: u32 = 100;
@@ -534,11 +534,11 @@ pub async fn run(command: Command) -> Result<()> {
             )?;
             let metrics_token = metrics_token_file
                 .as_deref()
-                .map(|path| transport::read_token_file(path, "the metrics token"))
+                .map(|path| transport::read_token_file(path, OperatorToken::Metrics))
                 .transpose()?;
             let console_token = console_token_file
                 .as_deref()
-                .map(|path| transport::read_token_file(path, "the console token"))
+                .map(|path| transport::read_token_file(path, OperatorToken::Console))
                 .transpose()?;
             if console_token.is_some() && console_token == metrics_token {
                 bail!(
@@ -593,7 +593,7 @@ pub async fn run(command: Command) -> Result<()> {
         } => {
             let token = token_file
                 .as_deref()
-                .map(|path| transport::read_token_file(path, "the metrics token"))
+                .map(|path| transport::read_token_file(path, OperatorToken::Metrics))
                 .transpose()?;
             let interval = std::time::Duration::from_secs_f64(interval);
             top::top(&address, token.as_deref(), interval, once).await
@@ -789,22 +789,18 @@ async fn serve(
     );
     if let Some(address) = options.metrics {
         let routes = match options.console {
-            true => {
-                let admission = http.as_ref().and_then(|http| http.access.clone());
-                let token = options.console_token.is_some();
-                Console::routes(Served {
-                    server: server.clone(),
-                    exposure: Exposure::of(address, token, http.is_some(), admission.is_some()),
-                    token: options.console_token,
-                    admission,
-                    folder: folder.plugins.clone(),
-                    transport: if http.is_some() { "http" } else { "stdio" },
-                    audited: options.audit_log.is_some(),
-                    allowed_hosts: http
-                        .as_ref()
-                        .map_or_else(Vec::new, |http| http.allowed_hosts.clone()),
-                })
-            }
+            true => Console::routes(Served {
+                server: server.clone(),
+                token: options.console_token,
+                admission: http.as_ref().and_then(|http| http.access.clone()),
+                folder: folder.plugins.clone(),
+                http: http.is_some(),
+                listener: address,
+                audited: options.audit_log.is_some(),
+                allowed_hosts: http
+                    .as_ref()
+                    .map_or_else(Vec::new, |http| http.allowed_hosts.clone()),
+            }),
             false => axum::Router::new(),
         };
         let bound =

@@ -25,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use rmcp::model::{ErrorData, ResourceContents};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use super::Console;
 use crate::access::Client;
@@ -335,44 +336,62 @@ enum Listed {
     Templates,
 }
 
+/// A listing answer: the entries, in the field of MCP's result that holds
+/// them, and the cursor to go on from.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListingView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<Vec<Box<RawValue>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_templates: Option<Vec<Box<RawValue>>>,
+    next_cursor: Option<String>,
+}
+
 impl Listed {
-    /// The field of MCP's result that holds the entries.
-    fn field(self) -> &'static str {
-        match self {
-            Self::Resources => "resources",
-            Self::Templates => "resourceTemplates",
+    fn answer(self, entries: Vec<Box<RawValue>>, next_cursor: Option<String>) -> ListingView {
+        let (resources, resource_templates) = match self {
+            Self::Resources => (Some(entries), None),
+            Self::Templates => (None, Some(entries)),
+        };
+        ListingView {
+            resources,
+            resource_templates,
+            next_cursor,
         }
     }
 
-    /// One page as `client` lists it: its entries and its next cursor.
+    /// One page as `client` lists it: its entries, each as the JSON MCP
+    /// sends, and its next cursor.
     async fn page(
         self,
         console: &Console,
         client: &Client,
         cursor: Option<&str>,
-    ) -> Result<(Vec<serde_json::Value>, Option<String>), ErrorData> {
+    ) -> Result<(Vec<Box<RawValue>>, Option<String>), ErrorData> {
         let (entries, next) = match self {
             Self::Resources => {
                 let (page, _) = console.server.resources_for(client, cursor).await?;
-                (serde_json::to_value(page.resources), page.next_cursor)
+                (json_each(&page.resources), page.next_cursor)
             }
             Self::Templates => {
                 let (page, _) = console.server.templates_for(client, cursor).await?;
-                (
-                    serde_json::to_value(page.resource_templates),
-                    page.next_cursor,
-                )
+                (json_each(&page.resource_templates), page.next_cursor)
             }
         };
-        match entries {
-            Ok(serde_json::Value::Array(entries)) => Ok((entries, next)),
-            Ok(_) => Ok((Vec::new(), next)),
-            Err(error) => Err(ErrorData::internal_error(
-                format!("the listing does not serialise: {error}"),
-                None,
-            )),
-        }
+        let entries = entries.map_err(|error| {
+            ErrorData::internal_error(format!("the listing does not serialise: {error}"), None)
+        })?;
+        Ok((entries, next))
     }
+}
+
+/// Each of `entries` as JSON.
+fn json_each<T: Serialize>(entries: &[T]) -> serde_json::Result<Vec<Box<RawValue>>> {
+    entries
+        .iter()
+        .map(serde_json::value::to_raw_value)
+        .collect()
 }
 
 async fn resources(
@@ -404,7 +423,7 @@ async fn list(console: &Console, listing: Listing, listed: Listed) -> Response {
     for _ in 0..MOST_PAGES {
         match listed.page(console, &client, cursor.as_deref()).await {
             Ok((page, next)) => {
-                listed_bytes += serde_json::to_vec(&page).map_or(0, |json| json.len());
+                listed_bytes += page.iter().map(|entry| entry.get().len()).sum::<usize>();
                 entries.extend(page);
                 cursor = next;
             }
@@ -418,10 +437,7 @@ async fn list(console: &Console, listing: Listing, listed: Listed) -> Response {
             break;
         }
     }
-    let mut answer = serde_json::Map::new();
-    answer.insert(listed.field().to_owned(), entries.into());
-    answer.insert("nextCursor".to_owned(), cursor.into());
-    Json(answer).into_response()
+    Json(listed.answer(entries, cursor)).into_response()
 }
 
 #[derive(Deserialize)]

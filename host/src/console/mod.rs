@@ -36,7 +36,7 @@ use axum::response::{IntoResponse, Response};
 use crate::access::Admission;
 use crate::protocol::ResmuxServer;
 use crate::telemetry::figures::{Figures, Sample};
-use crate::transport::allowed_authority;
+use crate::transport::{OperatorToken, allowed_authority, request_host};
 
 /// Figures are taken from the newest sample at least this old.
 const FIGURES_WINDOW: Duration = Duration::from_secs(10);
@@ -65,7 +65,7 @@ pub struct Console {
 
 /// Whether the console's data may be served, and why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Exposure {
+enum Exposure {
     /// Behind the console token.
     Token,
     /// Without a token: on a loopback listener, of an HTTP server without
@@ -80,7 +80,7 @@ impl Exposure {
     /// What serving the data on `listener` allows, with the console token
     /// or without it, for a server over HTTP or stdio, with or without
     /// `access_control`.
-    pub fn of(listener: SocketAddr, token: bool, http: bool, access_control: bool) -> Self {
+    fn of(listener: SocketAddr, token: bool, http: bool, access_control: bool) -> Self {
         if token {
             return Self::Token;
         }
@@ -111,12 +111,13 @@ pub struct Served {
     /// Who may connect, for viewing the namespace as one of them.
     pub admission: Option<Arc<Admission>>,
     pub folder: PathBuf,
-    /// `stdio` or `http`.
-    pub transport: &'static str,
+    /// Whether MCP is served over HTTP (else stdio).
+    pub http: bool,
+    /// The operator's listener the console is served on.
+    pub listener: SocketAddr,
     /// Whether the audit log is on.
     pub audited: bool,
     pub allowed_hosts: Vec<String>,
-    pub exposure: Exposure,
     /// The bearer token the data must carry.
     pub token: Option<String>,
 }
@@ -127,28 +128,34 @@ impl Console {
     /// token when there is one. The board is kept from now on, unless the
     /// console may show no data.
     pub fn routes(served: Served) -> axum::Router {
-        match &served.exposure {
+        let exposure = Exposure::of(
+            served.listener,
+            served.token.is_some(),
+            served.http,
+            served.admission.is_some(),
+        );
+        match &exposure {
             Exposure::Off(reason) => tracing::warn!("the console shows no data: {reason}"),
             Exposure::Token | Exposure::Loopback => crate::telemetry::board().enable(),
         }
         let token = served.token.clone();
-        let console = Arc::new(Self::new(served));
+        let console = Arc::new(Self::new(served, exposure));
         let mut data = api::routes(console.clone())
             .layer(axum::middleware::from_fn_with_state(console, exposed));
         if let Some(token) = token {
-            data = crate::transport::behind_token(data, &token, "the console token");
+            data = crate::transport::behind_token(data, &token, OperatorToken::Console);
         }
         assets::routes()
             .merge(data)
             .layer(axum::middleware::from_fn(secure))
     }
 
-    fn new(served: Served) -> Self {
+    fn new(served: Served, exposure: Exposure) -> Self {
         Self {
             server: served.server,
             admission: served.admission,
             folder: served.folder,
-            transport: served.transport,
+            transport: if served.http { "http" } else { "stdio" },
             audited: served.audited,
             started: SystemTime::now(),
             // The console listens on a port of its own: an entry's port,
@@ -159,7 +166,7 @@ impl Console {
                 .filter_map(|allowed| allowed_authority(allowed))
                 .map(|(host, _)| host)
                 .collect(),
-            exposure: served.exposure,
+            exposure,
             samples: tokio::sync::Mutex::default(),
         }
     }
@@ -201,24 +208,13 @@ impl Console {
         }
     }
 
-    /// Whether `host` (a `Host` header's value) is one no attacker's DNS
-    /// name can carry: an IP address, `localhost`, or a name the operator
-    /// allowed.
+    /// Whether `host` (a `Host` header's host, as [`request_host`] reads
+    /// it) is one no attacker's DNS name can carry: an IP address,
+    /// `localhost`, or a name the operator allowed.
     fn trusts_host(&self, host: &str) -> bool {
-        let name = match host.strip_prefix('[') {
-            Some(bracketed) => {
-                return bracketed
-                    .split_once(']')
-                    .is_some_and(|(address, _)| address.parse::<std::net::Ipv6Addr>().is_ok());
-            }
-            None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-        };
-        name.parse::<std::net::IpAddr>().is_ok()
-            || name.eq_ignore_ascii_case("localhost")
-            || self
-                .allowed_hosts
-                .iter()
-                .any(|allowed| allowed.eq_ignore_ascii_case(name))
+        host.parse::<std::net::IpAddr>().is_ok()
+            || host == "localhost"
+            || self.allowed_hosts.iter().any(|allowed| allowed == host)
     }
 }
 
@@ -230,13 +226,12 @@ async fn exposed(State(console): State<Arc<Console>>, request: Request, next: Ne
         return (StatusCode::FORBIDDEN, format!("{reason}\n")).into_response();
     }
     let headers = request.headers();
-    let host = header_text(headers, header::HOST.as_str());
-    if !host.is_some_and(|host| console.trusts_host(host)) {
+    if !request_host(headers).is_some_and(|(host, _)| console.trusts_host(&host)) {
         return (
             StatusCode::FORBIDDEN,
             format!(
-                "the console answers only an IP address, localhost or a host allowed with --allow-host, not {:?}\n",
-                host.unwrap_or("")
+                "the console answers only one Host header, naming an IP address, localhost or a host allowed with --allow-host, not {:?}\n",
+                header_text(headers, header::HOST.as_str()).unwrap_or("")
             ),
         )
             .into_response();

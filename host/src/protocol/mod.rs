@@ -79,6 +79,23 @@ enum ReadRefusal {
     Unaudited(String),
 }
 
+impl ReadRefusal {
+    /// The error an MCP client is answered with.
+    fn into_error(self) -> ErrorData {
+        match self {
+            Self::RateLimited(message) => rate_limited(message),
+            Self::Namespace(error) => error_data(error),
+            Self::Unaudited(reason) => ErrorData::internal_error(reason, None),
+        }
+    }
+}
+
+/// What an MCP client is answered with for `read`, but for its cache
+/// fields.
+fn read_result(read: Read) -> ReadResourceResult {
+    ReadResourceResult::new(read.contents.into_iter().map(contents).collect())
+}
+
 impl ResmuxServer {
     /// Serves `namespace` with `options`.
     pub fn new(namespace: Arc<Namespace>, options: Options) -> Self {
@@ -104,31 +121,28 @@ impl ResmuxServer {
     /// the client's scope decides, then the namespace; recorded in the audit
     /// log either way, under the URI as parsed when it parses.
     async fn read(&self, client: &Client, uri: &str, via: &str) -> Result<Read, ReadRefusal> {
-        let admitted = client.admit_read().await;
-        if admitted.is_err() {
-            crate::telemetry::metrics()
-                .rate_limited
-                .get_or_create(&ClientLabel {
-                    client: client.metrics_label().to_owned(),
-                })
-                .inc();
-        }
-        self.read_admitted(client, uri, via, admitted).await.1
+        self.read_decided(client, uri, via).await.1
     }
 
-    /// [`Self::read`] once the rate limit said `admitted`; with the access
-    /// decision, when one was made.
-    async fn read_admitted(
+    /// [`Self::read`], with the access decision, when one was made.
+    async fn read_decided(
         &self,
         client: &Client,
         uri: &str,
         via: &str,
-        admitted: Result<(), String>,
     ) -> (Option<Verdict>, Result<Read, ReadRefusal>) {
         let mut verdict = None;
         let parsed_uri = parse_uri(uri);
-        let outcome = match admitted {
-            Err(refusal) => Err(ReadRefusal::RateLimited(refusal)),
+        let outcome = match client.admit_read().await {
+            Err(refusal) => {
+                crate::telemetry::metrics()
+                    .rate_limited
+                    .get_or_create(&ClientLabel {
+                        client: client.metrics_label().to_owned(),
+                    })
+                    .inc();
+                Err(ReadRefusal::RateLimited(refusal))
+            }
             Ok(()) => match &parsed_uri {
                 Ok(parsed) => {
                     let decided = client.scope.decide(Action::Read, || parsed.canonical());
@@ -169,8 +183,9 @@ impl ResmuxServer {
         (verdict, outcome)
     }
 
-    /// One line of the audit log, if there is one. Fails, with the reason
-    /// to refuse the request, when the log is required and cannot be written.
+    /// One line of the audit log, if there is one, and its decision shown on
+    /// the operator's board. Fails, with the reason to refuse the request,
+    /// when the log is required and cannot be written.
     #[allow(
         clippy::too_many_arguments,
         reason = "one line of the audit log has that many fields"
@@ -188,7 +203,7 @@ impl ResmuxServer {
         let Some(audit) = &self.audit else {
             return Ok(());
         };
-        audit.record(&Record {
+        let record = Record {
             client: &client.name,
             subject: &client.principal.subject,
             client_id: &client.principal.client_id,
@@ -202,7 +217,14 @@ impl ResmuxServer {
             policies: verdict.map_or(&[], |verdict| &verdict.by),
             outcome,
             bytes,
-        })
+        };
+        audit.record(&record)?;
+        // Recorded, so it stands: shown on the operator's board too.
+        if let Some(verdict) = verdict {
+            let scheme = uri.split_once("://").map(|(scheme, _)| scheme);
+            crate::telemetry::board().audited(verdict.permitted, scheme, || record.summary());
+        }
+        Ok(())
     }
 
     /// A read the client's scope permits, from the cache if it is kept there.
@@ -416,13 +438,10 @@ impl ServerHandler for ResmuxServer {
         let read = self
             .read(&client, &request.uri, "resources/read")
             .await
-            .map_err(|refusal| match refusal {
-                ReadRefusal::RateLimited(message) => rate_limited(message),
-                ReadRefusal::Namespace(error) => error_data(error),
-                ReadRefusal::Unaudited(reason) => ErrorData::internal_error(reason, None),
-            })?;
-        let mut result = ReadResourceResult::new(read.contents.into_iter().map(contents).collect());
-        if let Some((ttl_ms, scope)) = cache_fields(&context, read.cache) {
+            .map_err(ReadRefusal::into_error)?;
+        let cache = read.cache;
+        let mut result = read_result(read);
+        if let Some((ttl_ms, scope)) = cache_fields(&context, cache) {
             result = result.with_ttl_ms(ttl_ms).with_cache_scope(scope);
         }
         Ok(result.into())

@@ -9,7 +9,7 @@
 
 use rmcp::model::{ErrorData, ReadResourceResult};
 
-use super::{ReadRefusal, ResmuxServer, contents, error_data};
+use super::{ReadRefusal, ResmuxServer, read_result};
 use crate::access::Client;
 use crate::namespace::Verdict;
 
@@ -25,15 +25,10 @@ impl ResmuxServer {
         client: &Client,
         uri: &str,
     ) -> (Option<Verdict>, Result<ReadResourceResult, ErrorData>) {
-        let (verdict, read) = self.read_admitted(client, uri, VIA_CONSOLE, Ok(())).await;
-        let result = read
-            .map(|read| ReadResourceResult::new(read.contents.into_iter().map(contents).collect()))
-            .map_err(|refusal| match refusal {
-                ReadRefusal::Namespace(error) => error_data(error),
-                ReadRefusal::RateLimited(reason) | ReadRefusal::Unaudited(reason) => {
-                    ErrorData::internal_error(reason, None)
-                }
-            });
+        let (verdict, read) = self
+            .read_decided(&client.without_read_limit(), uri, VIA_CONSOLE)
+            .await;
+        let result = read.map(read_result).map_err(ReadRefusal::into_error);
         (verdict, result)
     }
 }

@@ -263,7 +263,7 @@ impl Board {
             .filter_map(|card| card.loaded.as_mut())
             .find(|loaded| loaded.plugin == plugin)
         {
-            loaded.about = Some((kept(&name), kept(&version), kept(&description)));
+            loaded.about = Some((kept(name), kept(version), kept(description)));
         }
     }
 
@@ -366,7 +366,7 @@ impl Board {
             false => Kind::Denied,
         };
         self.lock()
-            .record(kind, scheme.map(str::to_owned), kept(&text()));
+            .record(kind, scheme.map(str::to_owned), kept(text()));
     }
 
     /// Every card, by file.
@@ -457,11 +457,13 @@ impl Inner {
 }
 
 /// At most [`TEXT_KEPT`] bytes of `text`, cut at a character's boundary.
-fn kept(text: &str) -> String {
-    if text.len() <= TEXT_KEPT {
-        return text.to_owned();
+fn kept(text: impl Into<String>) -> String {
+    let mut text = text.into();
+    if text.len() > TEXT_KEPT {
+        text.truncate(text.floor_char_boundary(TEXT_KEPT));
+        text.push('…');
     }
-    format!("{}…", &text[..text.floor_char_boundary(TEXT_KEPT)])
+    text
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use prometheus_parse::{HistogramCount, Scrape, Value};
 
 /// The metrics at one moment.
@@ -21,8 +21,7 @@ pub struct Sample {
 impl Sample {
     /// The sample `text` (Prometheus text) gives, taken now.
     pub fn parse(text: &str) -> Result<Self> {
-        let scrape = Scrape::parse(text.lines().map(|line| Ok(line.to_owned())))
-            .context("the metrics are not Prometheus text")?;
+        let scrape = Scrape::parse(text.lines().map(|line| Ok(line.to_owned())))?;
         Ok(Self {
             scrape,
             at: Instant::now(),

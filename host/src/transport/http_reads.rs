@@ -191,14 +191,11 @@ impl HttpReads {
 
     /// Whether the `Host` header names an allowed host, as rmcp decides.
     fn host_allowed(&self, headers: &HeaderMap) -> bool {
-        let Some(authority) = single(headers, header::HOST.as_str())
-            .and_then(|host| host.parse::<http::uri::Authority>().ok())
-        else {
+        let Some((host, given_port)) = request_host(headers) else {
             return false;
         };
-        let host = normal_host(authority.host());
         self.hosts.iter().any(|(allowed, port)| {
-            *allowed == host && port.is_none_or(|port| authority.port_u16() == Some(port))
+            *allowed == host && port.is_none_or(|port| given_port == Some(port))
         })
     }
 
@@ -400,6 +397,16 @@ fn normal_host(host: &str) -> String {
     host.trim_matches('[')
         .trim_matches(']')
         .to_ascii_lowercase()
+}
+
+/// The host (without brackets, in lower case) and the port of a request's
+/// one `Host` header, as rmcp reads it; none for a missing, repeated or
+/// malformed one.
+pub fn request_host(headers: &HeaderMap) -> Option<(String, Option<u16>)> {
+    let authority = single(headers, header::HOST.as_str())?
+        .parse::<http::uri::Authority>()
+        .ok()?;
+    Some((normal_host(authority.host()), authority.port_u16()))
 }
 
 /// An allowed host entry as rmcp reads it: an authority, or else a bare

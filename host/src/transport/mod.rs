@@ -19,9 +19,9 @@ pub(crate) mod stdio;
 
 pub use connections::ConnectionLimits;
 pub use http::{DEFAULT_SESSION_IDLE, HttpOptions, serve_http};
-pub use http_reads::allowed_authority;
+pub use http_reads::{allowed_authority, request_host};
 pub use listener::HEADER_TIMEOUT;
-pub use observe::{behind_token, mark_ready, read_token_file, serve_metrics};
+pub use observe::{OperatorToken, behind_token, mark_ready, read_token_file, serve_metrics};
 
 use std::sync::Arc;
 

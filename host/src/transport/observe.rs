@@ -55,10 +55,35 @@ async fn ready() -> Response {
     }
 }
 
-/// The token `what` (say, "the metrics token") that the file at `path`
-/// holds: the file's text without the white space around it (as
-/// Prometheus reads its `credentials_file`).
-pub fn read_token_file(path: &Path, what: &str) -> Result<String> {
+/// A bearer token the operator's listener asks for.
+#[derive(Debug, Clone, Copy)]
+pub enum OperatorToken {
+    /// For scrapes of `/metrics`.
+    Metrics,
+    /// For the console's data.
+    Console,
+}
+
+impl OperatorToken {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Metrics => "the metrics token",
+            Self::Console => "the console token",
+        }
+    }
+
+    fn realm(self) -> &'static str {
+        match self {
+            Self::Metrics => "Bearer realm=\"resmux-metrics\"",
+            Self::Console => "Bearer realm=\"resmux-console\"",
+        }
+    }
+}
+
+/// The token `what` that the file at `path` holds: the file's text without
+/// the white space around it (as Prometheus reads its `credentials_file`).
+pub fn read_token_file(path: &Path, what: OperatorToken) -> Result<String> {
+    let what = what.name();
     let text = crate::operator_file::read_text(path, &format!("{what} file"))?;
     let token = text.trim();
     if token.len() < MIN_TOKEN_BYTES {
@@ -84,7 +109,7 @@ pub async fn serve_metrics(
     let bound = listener.local_addr()?;
     let mut scrapes = axum::Router::new().route("/metrics", get(scrape));
     if let Some(token) = token {
-        scrapes = behind_token(scrapes, token, "the metrics token");
+        scrapes = behind_token(scrapes, token, OperatorToken::Metrics);
     }
     let router = probes().merge(scrapes).merge(extra);
     tokio::spawn(accept(
@@ -97,9 +122,9 @@ pub async fn serve_metrics(
     Ok(bound)
 }
 
-/// `routes`, answered only for a request carrying `token` as its bearer
-/// token; a refusal names the token by `what`.
-pub fn behind_token(routes: axum::Router, token: &str, what: &'static str) -> axum::Router {
+/// `routes`, answered only for a request carrying `token`, the operator's
+/// token `what`, as its bearer token.
+pub fn behind_token(routes: axum::Router, token: &str, what: OperatorToken) -> axum::Router {
     let expected = Expected {
         hash: blake3::hash(token.as_bytes()),
         what,
@@ -110,11 +135,11 @@ pub fn behind_token(routes: axum::Router, token: &str, what: &'static str) -> ax
     ))
 }
 
-/// The token a guarded route wants, as its hash, and what it is called.
+/// The token a guarded route wants, as its hash, and which it is.
 #[derive(Clone, Copy)]
 struct Expected {
     hash: blake3::Hash,
-    what: &'static str,
+    what: OperatorToken,
 }
 
 /// Lets a request through only with the expected token as its bearer
@@ -122,7 +147,7 @@ struct Expected {
 /// (`blake3::Hash`'s `==`): how long the check takes tells nothing of the
 /// token.
 async fn require_token(State(expected): State<Expected>, request: Request, next: Next) -> Response {
-    let what = expected.what;
+    let what = expected.what.name();
     let presented = bearer(request.headers()).map(|token| blake3::hash(token.as_bytes()));
     if presented == Some(expected.hash) {
         return next.run(request).await;
@@ -137,7 +162,7 @@ async fn require_token(State(expected): State<Expected>, request: Request, next:
     tracing::debug!("refused a request for {path}: {reason}");
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer realm=\"resmux-operator\"")],
+        [(header::WWW_AUTHENTICATE, expected.what.realm())],
         format!("{path} needs {what} as a bearer token: {reason}\n"),
     )
         .into_response()
