@@ -11,7 +11,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
-use resmux_tests::{EXCHANGE_TIMEOUT, Folder, RawServer, component, free_address, http_get};
+use resmux_tests::{
+    EXCHANGE_TIMEOUT, Folder, RawServer, component, free_address, http_get, sample,
+};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 use serde_json::{Value, json};
@@ -470,7 +472,8 @@ async fn subscriptions_and_listen_streams_are_capped() {
     );
     legacy.stop().await.unwrap();
 
-    let mut modern = RawServer::start(folder.path(), &[]).unwrap();
+    let metrics = free_address();
+    let mut modern = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
     let many: Vec<String> = (0..300)
         .map(|n| format!("notes://notes/welcome-{n}"))
         .collect();
@@ -492,6 +495,17 @@ async fn subscriptions_and_listen_streams_are_capped() {
         let accepted = &acknowledged["params"]["notifications"]["resourceSubscriptions"];
         assert_eq!(accepted.as_array().unwrap().len(), 256, "{acknowledged}");
         listening.push(id);
+    }
+    // rmcp acknowledges a stream before resmux counts it: the seventeenth
+    // goes once all sixteen are counted, or it could be let in and one of
+    // them refused.
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    while sample(&metrics, "resmux_listen_streams") != Some(16.0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sixteen streams were not all counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let seventeenth = modern
         .modern_send(
