@@ -357,9 +357,10 @@ async fn a_compile_killed_midway_leaves_no_torn_entry() {
 }
 
 /// SIGTERM to a stdio server with reads in flight, one of them stuck in a
-/// plugin that opens a FIFO nobody writes: every request is answered, in
-/// whole lines, the stuck one with the error of its time limit, and the
-/// server exits by itself, stdin still open.
+/// plugin that opens a FIFO nobody writes: every request it has read is
+/// answered, in whole lines, the stuck one with the error of its time limit,
+/// and the server exits by itself, stdin still open. Lines still in the pipe
+/// when the signal comes were never read, so never in flight.
 #[tokio::test]
 async fn sigterm_over_stdio_answers_what_is_in_flight_and_exits() {
     let folder = liar_granted_data("[limits]\ntimeout_ms = 2000\n");
@@ -370,6 +371,10 @@ async fn sigterm_over_stdio_answers_what_is_in_flight_and_exits() {
         .send("resources/read", json!({ "uri": "liar://open//data/pipe" }))
         .await
         .unwrap();
+    // Lines are read in order: once a read sent after it is answered, the
+    // stuck one is in flight.
+    let text = server.read_text(NOTE).await;
+    assert!(text.starts_with("# Welcome"), "{text}");
     let mut reads = Vec::new();
     for _ in 0..64 {
         reads.push(server.send_read(NOTE).await.unwrap());
@@ -385,9 +390,24 @@ async fn sigterm_over_stdio_answers_what_is_in_flight_and_exits() {
             .find(|message| message["id"] == json!(id))
             .unwrap_or_else(|| panic!("request {id} was not answered: {messages:?}"))
     };
-    for id in reads {
-        let read = answer(id);
-        assert!(read["result"]["contents"][0]["text"].is_string(), "{read}");
+    // What was read is answered; what was not read yet is what was sent
+    // last, and gets nothing.
+    let read = reads
+        .iter()
+        .take_while(|&&id| messages.iter().any(|message| message["id"] == json!(id)))
+        .count();
+    for &id in &reads[..read] {
+        let answered = answer(id);
+        assert!(
+            answered["result"]["contents"][0]["text"].is_string(),
+            "{answered}"
+        );
+    }
+    for &id in &reads[read..] {
+        assert!(
+            messages.iter().all(|message| message["id"] != json!(id)),
+            "request {id} was answered though an earlier one was not: {messages:?}"
+        );
     }
     assert!(
         error_message(answer(stuck))
