@@ -124,7 +124,7 @@ fn changes(input: &mut Unstructured) {
             Ok(uri),
             "a changed URI a client could not send back"
         );
-        if let Err(why) = mcp_schema::rfc3986(uri.as_str(), false) {
+        if let Err(why) = mcp_schema::rfc3986(uri.as_str()) {
             panic!("a change notification would name {:?}: {why}", uri.as_str());
         }
     }

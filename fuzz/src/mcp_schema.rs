@@ -6,6 +6,9 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use iri_string::spec::UriSpec;
+use iri_string::template::UriTemplateStr;
+use iri_string::template::context::{Context, Visitor};
 use serde_json::{Map, Value};
 
 type Checked = Result<(), String>;
@@ -46,7 +49,7 @@ pub fn resources(result: &Map<String, Value>, version: &str) -> Checked {
     paginated(result, version)?;
     for resource in array(result, "resources", true)? {
         let resource = object(resource, "a resource")?;
-        uri(resource, "uri", false)?;
+        uri(resource, "uri")?;
         described(resource)?;
         if let Some(size) = resource.get("size") {
             size.as_u64()
@@ -61,7 +64,10 @@ pub fn templates(result: &Map<String, Value>, version: &str) -> Checked {
     paginated(result, version)?;
     for template in array(result, "resourceTemplates", true)? {
         let template = object(template, "a resource template")?;
-        uri(template, "uriTemplate", true)?;
+        string(template, "uriTemplate", true)?;
+        let text = template["uriTemplate"].as_str().unwrap_or_default();
+        rfc6570(text)
+            .map_err(|why| format!("`uriTemplate` {text:?} is not a URI template: {why}"))?;
         described(template)?;
     }
     Ok(())
@@ -73,7 +79,7 @@ pub fn read(result: &Map<String, Value>, version: &str) -> Checked {
     meta(result)?;
     for contents in array(result, "contents", true)? {
         let contents = object(contents, "a resource's contents")?;
-        uri(contents, "uri", false)?;
+        uri(contents, "uri")?;
         string(contents, "mimeType", false)?;
         meta(contents)?;
         match (contents.get("text"), contents.get("blob")) {
@@ -170,7 +176,7 @@ fn described(entry: &Map<String, Value>) -> Checked {
     }
     for icon in array(entry, "icons", false)? {
         let icon = object(icon, "an icon")?;
-        uri(icon, "src", false)?;
+        uri(icon, "src")?;
         string(icon, "mimeType", false)?;
         for size in array(icon, "sizes", false)? {
             size.as_str().ok_or("an icon's sizes must be strings")?;
@@ -221,18 +227,47 @@ fn string(entry: &Map<String, Value>, field: &str, required: bool) -> Checked {
     }
 }
 
-/// A field whose schema format is `uri` (RFC 3986), or `uri-template`
-/// (RFC 6570) if `template`.
-fn uri(entry: &Map<String, Value>, field: &str, template: bool) -> Checked {
+/// A field whose schema format is `uri` (RFC 3986).
+fn uri(entry: &Map<String, Value>, field: &str) -> Checked {
     string(entry, field, true)?;
     let text = entry[field].as_str().unwrap_or_default();
-    rfc3986(text, template).map_err(|why| format!("`{field}` {text:?} is not a URI: {why}"))
+    rfc3986(text).map_err(|why| format!("`{field}` {text:?} is not a URI: {why}"))
+}
+
+/// Whether `text` is an RFC 6570 template, by a parser that is not
+/// resmux's (iri-string's), whose expansion with every variable defined is
+/// an RFC 3986 URI with no query inside its fragment: a template a client
+/// can use.
+pub fn rfc6570(text: &str) -> Result<(), String> {
+    let template = UriTemplateStr::new(text).map_err(|why| format!("not RFC 6570: {why}"))?;
+    let expanded = template
+        .expand::<UriSpec, _>(&EveryVariable)
+        .map_err(|why| format!("cannot be expanded: {why}"))?
+        .to_string();
+    rfc3986(&expanded).map_err(|why| format!("expands to {expanded:?}, which has {why}"))?;
+    if expanded
+        .split_once('#')
+        .is_some_and(|(_, fragment)| fragment.contains('?'))
+    {
+        return Err(format!(
+            "expands to {expanded:?}, a query inside its fragment"
+        ));
+    }
+    Ok(())
+}
+
+/// A template's context in which every variable is `v`.
+struct EveryVariable;
+
+impl Context for EveryVariable {
+    fn visit<V: Visitor>(&self, visitor: V) -> V::Result {
+        visitor.visit_string("v")
+    }
 }
 
 /// Whether `text` is an absolute URI by RFC 3986's grammar, checked to the
-/// characters each part may hold; in a template, `{…}` expressions may
-/// stand anywhere after the scheme.
-pub fn rfc3986(text: &str, template: bool) -> Result<(), &'static str> {
+/// characters each part may hold.
+pub fn rfc3986(text: &str) -> Result<(), &'static str> {
     let (scheme, rest) = text.split_once(':').ok_or("no scheme")?;
     let mut letters = scheme.chars();
     if !letters
@@ -252,16 +287,8 @@ pub fn rfc3986(text: &str, template: bool) -> Result<(), &'static str> {
     let mut bytes = before_fragment
         .bytes()
         .chain(fragment.into_iter().flat_map(str::bytes));
-    let mut in_expression = false;
     while let Some(byte) = bytes.next() {
         match byte {
-            b'{' if template && !in_expression => in_expression = true,
-            b'}' if template && in_expression => in_expression = false,
-            _ if in_expression => {
-                if !(byte.is_ascii_alphanumeric() || b"_.,%+#./;?&=*:".contains(&byte)) {
-                    return Err("a character outside RFC 6570's expressions");
-                }
-            }
             b'%' => {
                 let high = bytes.next().filter(u8::is_ascii_hexdigit);
                 let low = bytes.next().filter(u8::is_ascii_hexdigit);
@@ -272,9 +299,6 @@ pub fn rfc3986(text: &str, template: bool) -> Result<(), &'static str> {
             _ if byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?[]".contains(&byte) => {}
             _ => return Err("a character RFC 3986 does not allow unescaped"),
         }
-    }
-    if in_expression {
-        return Err("an unclosed {");
     }
     Ok(())
 }

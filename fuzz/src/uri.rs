@@ -1,7 +1,8 @@
 //! Target `uri`: URIs from clients, paths and templates from plugins, and
 //! the canonical form the access policy decides on. A parsed URI reads back
 //! as itself and is an RFC 3986 URI; a plugin's path becomes a URI a client
-//! can send back; a canonical path has no dot or empty segment; and however
+//! can send back; a template admitted is RFC 6570 by another parser and
+//! expands to an RFC 3986 URI; a canonical path has no dot or empty segment; and however
 //! a path under `drafts/` is spelt, the access policy that forbids that
 //! folder refuses it.
 
@@ -16,7 +17,7 @@ use resmux::namespace::uri::{Canonical, Uri, UriTemplate};
 use resmux::namespace::{Action, Guard, check_completion};
 
 use crate::arbitrary_answers::text;
-use crate::mcp_schema::rfc3986;
+use crate::mcp_schema::{rfc3986, rfc6570};
 
 /// A guard whose policy lets everything of `fz` be read but its drafts.
 static GUARD: LazyLock<Arc<ClientGuard>> = LazyLock::new(|| {
@@ -62,9 +63,9 @@ pub fn run(data: &[u8]) {
             UriTemplate::parse(template.as_str()).as_ref(),
             Ok(&template)
         );
-        if let Err(why) = rfc3986(template.as_str(), true) {
+        if let Err(why) = rfc6570(template.as_str()) {
             panic!(
-                "template {:?} is not an RFC 6570 template: {why}",
+                "template {:?} is no template a client can use: {why}",
                 template.as_str()
             );
         }
@@ -82,7 +83,7 @@ fn read_back(uri: &Uri) {
         Ok(uri),
         "a URI does not read back as itself"
     );
-    if let Err(why) = rfc3986(uri.as_str(), false) {
+    if let Err(why) = rfc3986(uri.as_str()) {
         panic!("{:?} is not an RFC 3986 URI: {why}", uri.as_str());
     }
     let canonical = uri.canonical();

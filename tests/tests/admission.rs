@@ -1,12 +1,12 @@
 //! One verdict on a plugin's answer, whoever asks: `resmux check` and the
-//! server admit a listing page, a read, a completion and a change report
-//! through the same functions. For each kind, the liar breaks that answer
+//! server admit a listing page (of resources or of templates), a read, a
+//! completion and a change report through the same functions. For each kind, the liar breaks that answer
 //! alone, and the reason `check` fails it with is the reason the server
 //! refuses it with, word for word.
 
 use std::time::Duration;
 
-use resmux_tests::{Folder, RawServer, resmux};
+use resmux_tests::{Folder, RawServer, notes_still_answer, resmux};
 use serde_json::json;
 
 /// The schemes the liar serves, each breaking one kind of answer.
@@ -135,4 +135,97 @@ async fn check_and_the_server_refuse_the_same_answer_for_the_same_reason() {
         assert_eq!(server.read_text(&format!("{kind}://honest")).await, "a lie");
     }
     server.stop().await.unwrap();
+}
+
+/// Templates that are no RFC 6570 template, or whose expansions are no URI
+/// a client can send, each listed by a liar beside an honest one: with the
+/// reason `resmux check` fails it with, word for word.
+const UNUSABLE_TEMPLATES: [(&str, &str, &str); 8] = [
+    (
+        "fragments",
+        "section{#a}/x{#b}",
+        "has \"{#b}\" after a fragment expression, so an expansion would have a second fragment ('#')",
+    ),
+    (
+        "query",
+        "doc{#part}{?q}",
+        "has \"{?q}\" after a fragment expression, so an expansion would have a query inside its fragment",
+    ),
+    (
+        "literal",
+        "doc{#part}/more?q=1",
+        "has \"/more?q=1\" after a fragment expression, so an expansion would have a query inside its fragment",
+    ),
+    (
+        "escape",
+        "d]aft{#e%}",
+        "has an invalid template expression {#e%}: a variable name is letters, digits, '_' and %XX escapes, with single dots between them",
+    ),
+    (
+        "dots",
+        "{a..b}",
+        "has an invalid template expression {a..b}: a variable name is letters, digits, '_' and %XX escapes, with single dots between them",
+    ),
+    (
+        "prefix",
+        "{a:0}",
+        "has an invalid template expression {a:0}: a prefix length is 1 to 9999, in digits",
+    ),
+    (
+        "reserved",
+        "{!a}",
+        "has an invalid template expression {!a}: RFC 6570 reserves its operator for future extensions",
+    ),
+    (
+        "operators",
+        "{/+a}",
+        "has an invalid template expression {/+a}: a variable name is letters, digits, '_' and %XX escapes, with single dots between them",
+    ),
+];
+
+#[tokio::test]
+async fn templates_no_client_can_expand_are_refused_alike_by_check_and_the_server() {
+    let folder = Folder::new();
+    folder.plugin("notes", "notes");
+    for (scheme, template, _) in UNUSABLE_TEMPLATES {
+        folder.plugin(scheme, "liar").manifest(
+            scheme,
+            &format!("[config]\nlist = \"hostile/template\"\ntemplate = \"{template}\"\n"),
+        );
+    }
+    for (scheme, template, reason) in UNUSABLE_TEMPLATES {
+        let verdict = check_verdict(&folder, scheme, "template page 1: ");
+        assert_eq!(verdict, format!("path template {template:?} {reason}"));
+    }
+
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let listed = server
+        .request("resources/templates/list", json!({}))
+        .await
+        .unwrap();
+    let mut templates: Vec<&str> = listed["result"]["resourceTemplates"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|template| template["uriTemplate"].as_str().unwrap())
+        .collect();
+    templates.sort_unstable();
+    let mut honest: Vec<String> = UNUSABLE_TEMPLATES
+        .iter()
+        .map(|(scheme, _, _)| format!("{scheme}://item/{{id}}"))
+        .chain(["notes://notes/{id}".into(), "notes://tags/{tag}".into()])
+        .collect();
+    honest.sort_unstable();
+    assert_eq!(templates, honest, "only the honest templates are listed");
+    for (_, template, reason) in UNUSABLE_TEMPLATES {
+        server
+            .wait_for_log(
+                &format!("listing dropped an invalid entry: path template {template:?} {reason}"),
+                1,
+                Duration::from_secs(30),
+            )
+            .await;
+    }
+    notes_still_answer(&mut server).await;
 }

@@ -28,8 +28,19 @@ pub enum SyntaxError {
     NestedScheme,
     #[error("has unbalanced or nested braces")]
     Braces,
-    #[error("has an invalid template expression {0:?}")]
-    BadExpression(String),
+    #[error("has an invalid template expression {{{expression}}}: {why}")]
+    BadExpression {
+        expression: String,
+        why: &'static str,
+    },
+    #[error(
+        "has {0:?} after a fragment expression, so an expansion would have a second fragment ('#')"
+    )]
+    SecondFragment(String),
+    #[error(
+        "has {0:?} after a fragment expression, so an expansion would have a query inside its fragment"
+    )]
+    QueryAfterFragment(String),
 }
 
 /// Checks a scheme an operator or manifest chose.
@@ -280,7 +291,10 @@ fn check_path(path: &str) -> Result<(), SyntaxError> {
 }
 
 /// Checks a scheme-relative RFC 6570 template: literal parts as for paths,
-/// expressions in single braces with an optional operator and variable names.
+/// expressions in single braces with an operator RFC 6570 defines and
+/// variable names it allows, and no expansion that is not an RFC 3986 URI a
+/// client can send: nothing that opens a query or another fragment once a
+/// `{#...}` expression has opened the fragment.
 fn check_path_template(template: &str) -> Result<(), SyntaxError> {
     if template.len() > MAX_URI_LENGTH {
         return Err(SyntaxError::TooLong);
@@ -288,9 +302,10 @@ fn check_path_template(template: &str) -> Result<(), SyntaxError> {
     if template.contains("://") {
         return Err(SyntaxError::NestedScheme);
     }
+    let mut expanded = Component::Path;
     let mut rest = template;
     while let Some(open) = rest.find(['{', '}']) {
-        check_literal(&rest[..open])?;
+        expanded = literal_expanded(&rest[..open], expanded)?;
         if rest[open..].starts_with('}') {
             return Err(SyntaxError::Braces);
         }
@@ -300,51 +315,123 @@ fn check_path_template(template: &str) -> Result<(), SyntaxError> {
         if expression.contains('{') {
             return Err(SyntaxError::Braces);
         }
-        check_expression(expression)?;
+        expanded = expression_expanded(expression, expanded)?;
         rest = &after[close + 1..];
     }
-    check_literal(rest)
+    literal_expanded(rest, expanded).map(|_| ())
 }
 
-/// The names of the variables in a path template, in order.
-fn template_variables(template: &str) -> Vec<&str> {
-    template
-        .split('{')
-        .skip(1)
-        .filter_map(|part| part.split_once('}').map(|(expression, _)| expression))
-        .flat_map(|expression| expression.trim_start_matches(OPERATORS).split(','))
-        .map(|spec| spec.split([':', '*']).next().unwrap_or(spec))
-        .collect()
+/// The part of a URI that an expansion of a template has reached, in the
+/// order RFC 3986 puts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Component {
+    Path,
+    Query,
+    Fragment,
 }
 
-const OPERATORS: &[char] = &['+', '#', '.', '/', ';', '?', '&'];
+/// Checks a template's `literal` part (as a path's, so never a `#`), and
+/// where an expansion stands after it, from where it stood before.
+fn literal_expanded(literal: &str, before: Component) -> Result<Component, SyntaxError> {
+    check_literal(literal)?;
+    match (before, literal.contains('?')) {
+        (Component::Fragment, true) => Err(SyntaxError::QueryAfterFragment(literal.to_owned())),
+        (Component::Path, true) => Ok(Component::Query),
+        (before, _) => Ok(before),
+    }
+}
 
-fn check_expression(expression: &str) -> Result<(), SyntaxError> {
-    let bad = || SyntaxError::BadExpression(expression.to_owned());
-    let variables = expression.strip_prefix(OPERATORS).unwrap_or(expression);
+/// Checks one expression (between its braces): an optional operator of
+/// RFC 6570's, then variables, each a name with an optional prefix length
+/// (`:1` to `:9999`) or explode (`*`); and where an expansion stands after
+/// it, from where it stood before.
+fn expression_expanded(expression: &str, before: Component) -> Result<Component, SyntaxError> {
+    let bad = |why| SyntaxError::BadExpression {
+        expression: expression.to_owned(),
+        why,
+    };
+    let (operator, variables) = match expression.strip_prefix(OPERATORS) {
+        Some(variables) => (expression.chars().next(), variables),
+        None if expression.starts_with(RESERVED_OPERATORS) => {
+            return Err(bad("RFC 6570 reserves its operator for future extensions"));
+        }
+        None => (None, expression),
+    };
     for spec in variables.split(',') {
         let name = match spec.split_once(':') {
             Some((name, length)) => {
-                if length.is_empty()
-                    || length.len() > 4
-                    || !length.bytes().all(|b| b.is_ascii_digit())
-                {
-                    return Err(bad());
+                let digits = length.as_bytes();
+                let valid_length = (1..=4).contains(&digits.len())
+                    && digits.iter().all(u8::is_ascii_digit)
+                    && digits[0] != b'0';
+                if !valid_length {
+                    return Err(bad("a prefix length is 1 to 9999, in digits"));
                 }
                 name
             }
             None => spec.strip_suffix('*').unwrap_or(spec),
         };
-        let valid_name = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '%');
-        if !valid_name {
-            return Err(bad());
+        if !is_variable_name(name) {
+            return Err(bad(
+                "a variable name is letters, digits, '_' and %XX escapes, with single dots between them",
+            ));
         }
     }
-    Ok(())
+    let fragment = || SyntaxError::SecondFragment(format!("{{{expression}}}"));
+    let query = || SyntaxError::QueryAfterFragment(format!("{{{expression}}}"));
+    match (operator, before) {
+        (Some('#'), Component::Fragment) => Err(fragment()),
+        (Some('#'), _) => Ok(Component::Fragment),
+        (Some('?' | '&'), Component::Fragment) => Err(query()),
+        (Some('?' | '&'), _) => Ok(Component::Query),
+        (_, before) => Ok(before),
+    }
 }
+
+/// Whether `name` is an RFC 6570 `varname`: `varchar *( ["."] varchar )`,
+/// where a `varchar` is a letter, a digit, `_` or a `%XX` escape.
+fn is_variable_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let mut index = 0;
+    let mut wants_character = true;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'.' if !wants_character => wants_character = true,
+            b'%' => {
+                let escape = bytes.get(index + 1..index + 3);
+                if !escape.is_some_and(|escape| escape.iter().all(u8::is_ascii_hexdigit)) {
+                    return false;
+                }
+                index += 2;
+                wants_character = false;
+            }
+            byte if byte.is_ascii_alphanumeric() || byte == b'_' => wants_character = false,
+            _ => return false,
+        }
+        index += 1;
+    }
+    !wants_character
+}
+
+/// The names of the variables in a checked path template, in order.
+fn template_variables(template: &str) -> Vec<&str> {
+    template
+        .split('{')
+        .skip(1)
+        .filter_map(|part| part.split_once('}').map(|(expression, _)| expression))
+        .flat_map(|expression| {
+            expression
+                .strip_prefix(OPERATORS)
+                .unwrap_or(expression)
+                .split(',')
+        })
+        .map(|spec| spec.split([':', '*']).next().unwrap_or(spec))
+        .collect()
+}
+
+/// The operators RFC 6570 defines, and those it reserves for later.
+const OPERATORS: &[char] = &['+', '#', '.', '/', ';', '?', '&'];
+const RESERVED_OPERATORS: &[char] = &['=', ',', '!', '@', '|'];
 
 fn check_literal(text: &str) -> Result<(), SyntaxError> {
     let bytes = text.as_bytes();
@@ -426,18 +513,115 @@ mod tests {
         assert_eq!(check_path_template("a/{b"), Err(SyntaxError::Braces));
         assert_eq!(check_path_template("a/}b"), Err(SyntaxError::Braces));
         assert_eq!(check_path_template("a/{{b}}"), Err(SyntaxError::Braces));
-        assert_eq!(
-            check_path_template("a/{}"),
-            Err(SyntaxError::BadExpression(String::new()))
-        );
-        assert_eq!(
-            check_path_template("a/{b c}"),
-            Err(SyntaxError::BadExpression("b c".into()))
-        );
+        let names = "a variable name is letters, digits, '_' and %XX escapes, with single dots between them";
+        for (template, expression) in [
+            ("a/{}", ""),
+            ("a/{b c}", "b c"),
+            ("a/{+}", "+"),
+            ("a/{b,}", "b,"),
+            ("a/{e%}", "e%"),
+            ("a/{e%4}", "e%4"),
+            ("a/{e%zz}", "e%zz"),
+            ("a/{..b}", "..b"),
+            ("a/{b.}", "b."),
+            ("a/{b..c}", "b..c"),
+            ("a/{b-c}", "b-c"),
+            ("a/{++b}", "++b"),
+            ("a/{b*:3}", "b*:3"),
+        ] {
+            assert_eq!(
+                check_path_template(template),
+                Err(SyntaxError::BadExpression {
+                    expression: expression.into(),
+                    why: names
+                }),
+                "{template}"
+            );
+        }
+        for (template, expression) in [
+            ("a/{b:0}", "b:0"),
+            ("a/{b:10000}", "b:10000"),
+            ("a/{b:}", "b:"),
+            ("a/{b:x}", "b:x"),
+            ("a/{b:3*}", "b:3*"),
+        ] {
+            assert_eq!(
+                check_path_template(template),
+                Err(SyntaxError::BadExpression {
+                    expression: expression.into(),
+                    why: "a prefix length is 1 to 9999, in digits"
+                }),
+                "{template}"
+            );
+        }
+        for operator in ['=', ',', '!', '@', '|'] {
+            assert_eq!(
+                check_path_template(&format!("a/{{{operator}b}}")),
+                Err(SyntaxError::BadExpression {
+                    expression: format!("{operator}b"),
+                    why: "RFC 6570 reserves its operator for future extensions"
+                })
+            );
+        }
+        for template in [
+            "{a%20b}",
+            "{a.b_c9}",
+            "{_}",
+            "{x:9999}",
+            "{x:1,y*}",
+            "{;a,b}{.c}{/d*}",
+        ] {
+            assert_eq!(check_path_template(template), Ok(()), "{template}");
+        }
         let template = UriTemplate::parse("W://forecast/{city}").unwrap();
         assert_eq!(template.as_str(), "w://forecast/{city}");
         assert_eq!(template.path(), "forecast/{city}");
         assert_eq!(template.variables(), ["city"]);
+    }
+
+    #[test]
+    fn refuses_templates_whose_expansions_are_no_uri() {
+        for (template, after) in [
+            ("{#a}{#b}", "{#b}"),
+            ("d{#e}//s{;e}/{#f}", "{#f}"),
+            ("{#a}/x{#b,c}", "{#b,c}"),
+        ] {
+            assert_eq!(
+                check_path_template(template),
+                Err(SyntaxError::SecondFragment(after.into())),
+                "{template}"
+            );
+        }
+        for (template, after) in [
+            ("{#a}{?b}", "{?b}"),
+            ("{#a}{&b}", "{&b}"),
+            ("{#a}?b", "?b"),
+            ("x{#a}/y?z={b}", "/y?z="),
+        ] {
+            assert_eq!(
+                check_path_template(template),
+                Err(SyntaxError::QueryAfterFragment(after.into())),
+                "{template}"
+            );
+        }
+        for template in [
+            "a{?b}{&c}{#d}",
+            "a?b={b}{&c}{#d}",
+            "{#d}/{e}{.f}{;g}{/h}{+i}",
+            "x{?q}{?r}",
+        ] {
+            assert_eq!(check_path_template(template), Ok(()), "{template}");
+        }
+        let crash =
+            "d]aft{#e%}?//s]aft{;e%}!!!!!!!!!!!!!/d]aft{#e%}?!!!!!!!!?//s]aft{;e%}!!!!!!!!!!!!!!";
+        assert!(UriTemplate::in_scheme("z", crash).is_err());
+        let message = UriTemplate::in_scheme("z", "{#a}{#b}")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            message,
+            "has \"{#b}\" after a fragment expression, so an expansion would have a second fragment ('#')"
+        );
     }
 
     #[test]

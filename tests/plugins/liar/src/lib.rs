@@ -46,6 +46,9 @@ const ABOUT: &str = "Breaks the contract on purpose, for tests \
     <script>window.pwned = 1; document.title = \"pwned\"</script><img src=x onerror=\"window.pwned = 2\">";
 /// What its listed entries say they are: config key `describe`.
 static DESCRIBE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// The path template `list = "hostile/template"` lists beside an honest
+/// one: config key `template`.
+static TEMPLATE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// Reads this instance has served, which `liar://count` tells.
 static READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 /// Files `liar://keep-open/N/PATH` opened and keeps open between calls.
@@ -97,6 +100,7 @@ impl Guest for Liar {
                 "connect" => drop(CONNECT_TO.set(value)),
                 "list" => drop(LIST_MODE.set(value)),
                 "describe" => drop(DESCRIBE.set(value)),
+                "template" => drop(TEMPLATE.set(value)),
                 _ => {}
             }
         }
@@ -179,8 +183,12 @@ impl Guest for Liar {
 
     fn templates(_cursor: Option<String>) -> Result<TemplatePage, Error> {
         if hostile().is_some() || LIST_MODE.get().is_some_and(|mode| mode == "promises") {
+            let mut templates = vec![template("item/{id}")];
+            if hostile() == Some("template") {
+                templates.extend(TEMPLATE.get().map(|path| template(path)));
+            }
             return Ok(TemplatePage {
-                templates: vec![template("item/{id}")],
+                templates,
                 next_cursor: None,
                 cache: None,
             });
@@ -485,8 +493,9 @@ impl Guest for Liar {
 
 /// The kind of answer config `list = "hostile/KIND"` breaks, past the
 /// limits of a default manifest: `page` (an entry whose path has a space),
-/// `read` (content under another scheme), `completion` (a 70 000-byte
-/// value) or `changes` (a 70 000-byte token).
+/// `template` (config key `template`, listed after an honest one), `read`
+/// (content under another scheme), `completion` (a 70 000-byte value) or
+/// `changes` (a 70 000-byte token).
 fn hostile() -> Option<&'static str> {
     LIST_MODE.get()?.strip_prefix("hostile/")
 }
