@@ -63,6 +63,20 @@ pub fn mkfifo(path: &Path) {
     assert!(made.success(), "mkfifo {}", path.display());
 }
 
+/// The names of the threads of process `pid` that wait in the open of a
+/// FIFO for its other end.
+pub fn stuck_on_a_fifo(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|task| {
+            let task = task.ok()?.path();
+            let waiting = std::fs::read_to_string(task.join("wchan")).ok()?;
+            let name = std::fs::read_to_string(task.join("comm")).ok()?;
+            (waiting == "wait_for_partner").then(|| name.trim_end().to_owned())
+        })
+        .collect()
+}
+
 /// The compile cache the tests share, so each component compiles once.
 pub fn cache_dir() -> PathBuf {
     workspace().join("target/test-cache")
@@ -120,6 +134,11 @@ pub fn notes_and_fixtures() -> Folder {
 
 /// What a read of `liar://spin` fails with in [`liar_and_notes`].
 pub const SPIN_LIMIT: &str = "plugin liar exceeded its time limit of 300 ms in read";
+
+/// How many more faults [`RawServer::read_until_quarantined`] lets pass: the
+/// quarantine each starts is twice as long as the one before, 16 s after
+/// the fourth, which the read after it surely meets.
+pub const MOST_FAULTS_PAST_A_QUARANTINE: usize = 4;
 
 /// A folder with `notes` and the hostile `liar` test plugin, granted `data`
 /// at `/data` (`more` of its manifest follows the grant).
@@ -411,6 +430,32 @@ impl RawServer {
         error_message(&response).to_owned()
     }
 
+    /// Reads `uri`, whose reads fault with a message containing `fault`,
+    /// until the answer is the refusal of a quarantine (of the path or of
+    /// the whole plugin); returns its message, and how many reads faulted
+    /// before it. A test calls this once the faults that start the first
+    /// quarantine are behind it: that quarantine lasts one second, so a
+    /// read that comes later on a loaded machine runs and faults again,
+    /// which starts the next quarantine, twice as long.
+    pub async fn read_until_quarantined(&mut self, uri: &str, fault: &str) -> (String, usize) {
+        for faulted in 0..MOST_FAULTS_PAST_A_QUARANTINE {
+            let message = self.read_error(uri).await;
+            if message.contains("is quarantined") {
+                return (message, faulted);
+            }
+            assert!(
+                message.contains(fault),
+                "{uri} was neither refused as quarantined nor faulted: {message}"
+            );
+        }
+        let message = self.read_error(uri).await;
+        assert!(
+            message.contains("is quarantined"),
+            "{uri} faulted {MOST_FAULTS_PAST_A_QUARANTINE} more times and is still not quarantined: {message}"
+        );
+        (message, MOST_FAULTS_PAST_A_QUARANTINE)
+    }
+
     /// Writes one line as is.
     pub async fn send_line(&mut self, line: &str) -> Result<()> {
         let stdin = self.stdin.as_mut().context("stdin is closed")?;
@@ -642,6 +687,42 @@ pub fn sample(metrics: &str, series: &str) -> Option<f64> {
     exposition
         .lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Waits until the sample `series` of the server whose metrics listen at
+/// `metrics` is there and `wanted` accepts it, for at most
+/// [`EXCHANGE_TIMEOUT`]; fails saying `what` did not happen otherwise.
+pub async fn wait_for_sample(
+    metrics: &str,
+    series: &str,
+    what: &str,
+    wanted: impl Fn(f64) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        let value = sample(metrics, series);
+        if value.is_some_and(&wanted) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} within {EXCHANGE_TIMEOUT:?}: {series} is {value:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the server whose metrics listen at `metrics` has taken a
+/// change report of `plugin`. The first report after a subscription only
+/// sets what the next ones are compared with, so a change made before it
+/// may be missed; a change made once it is taken is news to the
+/// subscription.
+pub async fn first_change_report(metrics: &str, plugin: &str) {
+    let series = format!(
+        r#"resmux_plugin_calls_total{{plugin="{plugin}",operation="changes",outcome="ok"}}"#
+    );
+    let what = format!("{plugin} was not asked for its change report");
+    wait_for_sample(metrics, &series, &what, |reports| reports >= 1.0).await;
 }
 
 /// `GET path` from `address` over HTTP/1.0 with `headers`: the status and

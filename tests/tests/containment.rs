@@ -2,8 +2,8 @@
 //! reason while every other plugin keeps serving.
 
 use resmux_tests::{
-    EXCHANGE_TIMEOUT, Era, Folder, RawServer, SPIN_LIMIT, client, error_message, liar_and_notes,
-    mcp_error,
+    EXCHANGE_TIMEOUT, Era, Folder, MOST_FAULTS_PAST_A_QUARANTINE, RawServer, SPIN_LIMIT, client,
+    error_message, liar_and_notes, mcp_error,
 };
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::json;
@@ -359,14 +359,12 @@ async fn a_path_that_keeps_faulting_is_quarantined_alone() {
         .manifest("liar", "[limits]\ntimeout_ms = 100\n")
         .plugin("notes", "notes");
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let limit = "plugin liar exceeded its time limit of 100 ms in read";
     for _ in 0..3 {
         let spin = server.read("liar://spin").await.unwrap();
-        assert!(
-            error_message(&spin).contains("plugin liar exceeded its time limit of 100 ms in read"),
-            "{spin}"
-        );
+        assert!(error_message(&spin).contains(limit), "{spin}");
     }
-    let message = server.read_error("liar://spin").await;
+    let (message, _) = server.read_until_quarantined("liar://spin", limit).await;
     assert!(
         message.contains("path \"spin\" of plugin liar is quarantined for another"),
         "{message}"
@@ -378,6 +376,30 @@ async fn a_path_that_keeps_faulting_is_quarantined_alone() {
         stderr.contains("quarantined for 1000 ms after 3 faults in a row"),
         "{stderr}"
     );
+}
+
+/// A listing, in which the `lister` faults (unless quarantined) while the
+/// others answer.
+async fn list_faulting_lister(server: &mut RawServer) {
+    let listing = server.request("resources/list", json!({})).await.unwrap();
+    assert!(listing["result"]["resources"].is_array(), "{listing}");
+}
+
+/// Reads `lister://honest` until the answer is the refusal of the lister's
+/// quarantine, and returns its message. The first quarantine, which the
+/// lister's third fault started, lasts one second: should a read come
+/// after it on a loaded machine, and be answered, one more listing faults
+/// again and starts the next quarantine, twice as long.
+async fn lister_refused(server: &mut RawServer) -> String {
+    for _ in 0..MOST_FAULTS_PAST_A_QUARANTINE {
+        let read = server.read("lister://honest").await.unwrap();
+        if read["error"].is_object() {
+            return error_message(&read).to_owned();
+        }
+        assert_eq!(read["result"]["contents"][0]["text"], "a lie", "{read}");
+        list_faulting_lister(server).await;
+    }
+    server.read_error("lister://honest").await
 }
 
 #[tokio::test]
@@ -393,10 +415,9 @@ async fn a_plugin_whose_listing_keeps_faulting_is_quarantined_then_comes_back() 
     let mut server = RawServer::start(folder.path(), &["--response-cache-mib", "0"]).unwrap();
     server.initialize("2025-11-25").await.unwrap();
     for _ in 0..3 {
-        let listing = server.request("resources/list", json!({})).await.unwrap();
-        assert!(listing["result"]["resources"].is_array(), "{listing}");
+        list_faulting_lister(&mut server).await;
     }
-    let message = server.read_error("lister://honest").await;
+    let message = lister_refused(&mut server).await;
     assert!(
         message.contains("plugin lister is quarantined for another"),
         "{message}"
@@ -409,8 +430,24 @@ async fn a_plugin_whose_listing_keeps_faulting_is_quarantined_then_comes_back() 
     let liar = server.read("liar://honest").await.unwrap();
     assert_eq!(liar["result"]["contents"][0]["text"], "a lie", "{liar}");
 
-    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
-    let back = server.read("lister://honest").await.unwrap();
+    // Its quarantine ends: after a second, or later if the lister faulted
+    // again above.
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    let back = loop {
+        let read = server.read("lister://honest").await.unwrap();
+        if read["error"].is_null() {
+            break read;
+        }
+        assert!(
+            error_message(&read).contains("plugin lister is quarantined for another"),
+            "{read}"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lister is still quarantined: {read}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
     assert_eq!(back["result"]["contents"][0]["text"], "a lie", "{back}");
     let stderr = server.stop().await.unwrap();
     assert!(

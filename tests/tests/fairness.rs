@@ -8,7 +8,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use resmux_tests::{
-    Folder, RawServer, error_message, free_address, liar_with, mkfifo, notes_still_answer, sample,
+    EXCHANGE_TIMEOUT, Folder, RawServer, error_message, free_address, http_get, liar_with, mkfifo,
+    notes_still_answer, sample, stuck_on_a_fifo,
 };
 use serde_json::json;
 
@@ -23,12 +24,6 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
         .unwrap_or_else(|| panic!("no {field} in {status}"))
-}
-
-fn threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .count()
 }
 
 /// How far resmux went while a client read none of its answers.
@@ -200,14 +195,14 @@ async fn time_spent_waiting_for_a_call_slot_is_not_counted_against_the_plugin() 
     let folder = Folder::new();
     folder.plugin("liar", "liar").manifest(
         "liar",
-        "[limits]\ntimeout_ms = 1000\nconcurrent_calls = 1\n",
+        "[limits]\ntimeout_ms = 10000\nconcurrent_calls = 1\n",
     );
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
-    // The first read holds the one slot for 700 ms; the second waits for
-    // it, then needs 600 ms of its own: more than its limit all told, well
+    // The first read holds the one slot for 7 s; the second waits for it,
+    // then needs 6 s of its own: 3 s more than its limit all told, 4 s
     // within it from when it runs.
-    let first = server.send_read("liar://sleep/700").await.unwrap();
-    let second = server.send_read("liar://sleep/600").await.unwrap();
+    let first = server.send_read("liar://sleep/7000").await.unwrap();
+    let second = server.send_read("liar://sleep/6000").await.unwrap();
     for id in [first, second] {
         let response = server.response(id).await.unwrap();
         assert!(response["result"]["contents"].is_array(), "{response}");
@@ -220,7 +215,6 @@ async fn threads_stuck_in_a_plugins_files_stay_within_its_call_slots() {
     let folder = liar_with("concurrent_calls = 4\ntimeout_ms = 1000");
     mkfifo(&folder.path().join("data/fifo"));
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
-    let before = threads(server.pid());
     let mut ids = Vec::new();
     for _ in 0..16 {
         ids.push(
@@ -253,10 +247,11 @@ async fn threads_stuck_in_a_plugins_files_stay_within_its_call_slots() {
             "{response}"
         );
     }
-    let stuck = threads(server.pid()).saturating_sub(before);
+    let stuck = stuck_on_a_fifo(server.pid());
     assert!(
-        stuck <= 4,
-        "{stuck} more threads than before, over concurrent_calls (4)"
+        stuck.len() <= 4,
+        "{} threads stuck on the FIFO, over concurrent_calls (4): {stuck:?}",
+        stuck.len()
     );
     notes_still_answer(&mut server).await;
     // Frees the stuck threads: a writer that does not wait for a reader.
@@ -267,20 +262,53 @@ async fn threads_stuck_in_a_plugins_files_stay_within_its_call_slots() {
     server.stop().await.unwrap();
 }
 
+/// Waits until `count` calls of `plugin` run at once, as the metrics at
+/// `metrics` show them: its instances alive, less those idle, are each in
+/// a call.
+async fn until_calls_run(metrics: &str, plugin: &str, count: usize) {
+    let alive = format!("resmux_plugin_instances{{plugin=\"{plugin}\"}} ");
+    let idle = format!("resmux_plugin_idle_instances{{plugin=\"{plugin}\"}} ");
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        // One scrape for both figures, so that they are of one moment.
+        let (_, exposition) = http_get(metrics, "/metrics", &[]).unwrap();
+        let figure = |series: &str| {
+            exposition
+                .lines()
+                .find_map(|line| line.strip_prefix(series)?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let running = figure(&alive) - figure(&idle);
+        if running >= count as f64 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{running} calls of {plugin} ran at once, not {count}: {exposition}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_ping_is_answered_while_every_core_runs_a_spinning_plugin() {
     let folder = Folder::new();
+    // The CPU limit ends the spins: their wall-clock limit lies ten times
+    // beyond it, which no load short of a stalled machine reaches first.
     folder
         .plugin("liar", "liar")
-        .manifest("liar", "[limits]\ncpu_ms = 3000\ntimeout_ms = 4000\n");
-    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+        .manifest("liar", "[limits]\ncpu_ms = 3000\ntimeout_ms = 30000\n");
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
     let mut spinning = Vec::new();
     for _ in 0..cores {
         spinning.push(server.send_read("liar://spin").await.unwrap());
     }
-    // The attack: the spinning reads take the runtime's threads first.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The attack: the spinning reads take the runtime's threads first (as
+    // many as run at once: 8 calls of a plugin, by default).
+    until_calls_run(&metrics, "liar", cores.min(8)).await;
     let mut slowest = Duration::ZERO;
     for _ in 0..5 {
         let started = Instant::now();

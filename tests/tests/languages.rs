@@ -2,7 +2,9 @@
 //! real host from `target/plugins` (with their manifests and sample data)
 //! and used through MCP over stdio.
 
-use resmux_tests::{Folder, HttpStub, RawServer, Reply, component, workspace};
+use resmux_tests::{
+    Folder, HttpStub, RawServer, Reply, component, first_change_report, free_address, workspace,
+};
 use serde_json::{Value, json};
 
 fn uris_of(response: &Value) -> Vec<String> {
@@ -164,7 +166,8 @@ async fn the_c_kv_plugin_serves_its_single_granted_file_and_reports_changes() {
         )
         .file("private/store.kv", b"# sample\nmotd = hello\nowner = ops\nbad key = skipped\n")
         .file("private/neighbour.kv", b"secret = yes\n");
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
     server.initialize("2025-11-25").await.unwrap();
     let listed = server.request("resources/list", json!({})).await.unwrap();
     assert_eq!(uris_of(&listed), ["kv://keys/motd", "kv://keys/owner"]);
@@ -192,7 +195,7 @@ async fn the_c_kv_plugin_serves_its_single_granted_file_and_reports_changes() {
         .await
         .unwrap();
     assert_eq!(subscribed["result"], json!({}), "{subscribed}");
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    first_change_report(&metrics, "kv").await;
     folder.file("private/store.kv", b"motd = changed\nowner = ops\n");
     let updated = server
         .notification("notifications/resources/updated", |_| true)

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use resmux_tests::{
-    EXCHANGE_TIMEOUT, Folder, RawServer, component, free_address, http_get, sample,
+    EXCHANGE_TIMEOUT, Folder, RawServer, component, first_change_report, free_address,
+    wait_for_sample,
 };
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
@@ -34,6 +35,9 @@ async fn list_changed(server: &mut RawServer) {
         .await
         .unwrap();
 }
+
+/// What resmux logs when a changed component fails to load.
+const NOT_REPLACED: &str = "plugin not replaced, the previous version keeps serving";
 
 #[tokio::test]
 async fn plugins_come_change_and_go_while_a_client_listens() {
@@ -58,7 +62,7 @@ async fn plugins_come_change_and_go_while_a_client_listens() {
     // A half-copied component never replaces the one serving.
     let fixtures = std::fs::read(component("conformance")).unwrap();
     folder.file("extra.wasm", &fixtures[..fixtures.len() / 2]);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.wait_for_log(NOT_REPLACED, 1, EXCHANGE_TIMEOUT).await;
     let welcome = server.read_text("extra://notes/welcome").await;
     assert!(welcome.contains("Welcome"), "{welcome}");
 
@@ -83,7 +87,7 @@ async fn plugins_come_change_and_go_while_a_client_listens() {
     let stderr = server.stop().await.unwrap();
     for expected in [
         "plugin added scheme=\"extra\"",
-        "plugin not replaced, the previous version keeps serving",
+        NOT_REPLACED,
         "plugin replaced scheme=\"extra\"",
         "plugin removed scheme=\"extra\"",
     ] {
@@ -245,7 +249,9 @@ async fn a_legacy_subscriber_hears_of_its_resource_and_no_other() {
     // A one-minute interval: the watch on the granted directory must prompt
     // the change report.
     let folder = files_folder(60_000);
-    let mut server = RawServer::legacy(folder.path()).await.unwrap();
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
     // A scheme is case-insensitive: this is the resource the client later
     // unsubscribes from as `files://a.txt`, and hears of under that name.
     let subscribed = server
@@ -259,7 +265,7 @@ async fn a_legacy_subscriber_hears_of_its_resource_and_no_other() {
         .unwrap();
     assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
 
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    first_change_report(&metrics, "files").await;
     rewrite(&folder, "data/b.txt", "changed, but nobody listens");
     rewrite(&folder, "data/a.txt", "second");
     let updated = server
@@ -269,18 +275,34 @@ async fn a_legacy_subscriber_hears_of_its_resource_and_no_other() {
     assert_eq!(updated["params"]["uri"], "files://a.txt", "{updated}");
     assert_eq!(server.read_text("files://a.txt").await, "second");
 
+    // `b.txt`, followed from here on and changed after `a.txt`, is the
+    // barrier: once the news of it has come, so would have any of `a.txt`.
+    let barrier = server
+        .request("resources/subscribe", json!({ "uri": "files://b.txt" }))
+        .await
+        .unwrap();
+    assert_eq!(barrier["result"], json!({}), "{barrier}");
     let unsubscribed = server
         .request("resources/unsubscribe", json!({ "uri": "files://a.txt" }))
         .await
         .unwrap();
     assert_eq!(unsubscribed["result"], json!({}));
     rewrite(&folder, "data/a.txt", "third");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    server.read_text("files://a.txt").await;
+    rewrite(&folder, "data/b.txt", "changed after a.txt");
+    server
+        .notification("notifications/resources/updated", |message| {
+            message["params"]["uri"] == "files://b.txt"
+        })
+        .await
+        .unwrap();
+    assert_eq!(server.read_text("files://a.txt").await, "third");
     let heard: Vec<&Value> = server
         .notifications
         .iter()
-        .filter(|message| message["method"] == "notifications/resources/updated")
+        .filter(|message| {
+            message["method"] == "notifications/resources/updated"
+                && message["params"]["uri"] != "files://b.txt"
+        })
         .collect();
     assert!(heard.is_empty(), "heard after unsubscribing: {heard:?}");
     server.stop().await.unwrap();
@@ -289,7 +311,8 @@ async fn a_legacy_subscriber_hears_of_its_resource_and_no_other() {
 #[tokio::test]
 async fn a_listen_stream_is_acknowledged_tagged_and_cancelled() {
     let folder = files_folder(200);
-    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
     let listen = server
         .modern_send(
             "subscriptions/listen",
@@ -309,6 +332,8 @@ async fn a_listen_stream_is_acknowledged_tagged_and_cancelled() {
     };
     assert_eq!(tag(&acknowledged), json!(listen), "{acknowledged}");
 
+    // rmcp acknowledges a stream before resmux follows its resources.
+    first_change_report(&metrics, "files").await;
     rewrite(&folder, "data/a.txt", "second");
     let updated = server
         .notification("notifications/resources/updated", |_| true)
@@ -324,6 +349,32 @@ async fn a_listen_stream_is_acknowledged_tagged_and_cancelled() {
         .unwrap();
     assert_eq!(tag(&changed), json!(listen), "{changed}");
 
+    // A second stream, following `b.txt`, is the barrier: `b.txt` changes
+    // after `a.txt`, so once the second stream has heard of it, and a read
+    // has been answered since, the first, were it still open, would have
+    // heard of `a.txt`. Nothing changes before both streams' resources are
+    // counted.
+    let barrier = server
+        .modern_send(
+            "subscriptions/listen",
+            json!({ "notifications": { "resourceSubscriptions": ["files://b.txt"] }}),
+        )
+        .await
+        .unwrap();
+    server
+        .notification("notifications/subscriptions/acknowledged", |message| {
+            tag(message) == json!(barrier)
+        })
+        .await
+        .unwrap();
+    wait_for_sample(
+        &metrics,
+        "resmux_subscriptions",
+        "the second stream did not follow b.txt",
+        |followed| followed >= 2.0,
+    )
+    .await;
+
     server
         .send_line(
             &json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -332,19 +383,37 @@ async fn a_listen_stream_is_acknowledged_tagged_and_cancelled() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The first stream has ended once it is no longer counted open.
+    wait_for_sample(
+        &metrics,
+        "resmux_listen_streams",
+        "the cancelled stream did not end",
+        |open| open == 1.0,
+    )
+    .await;
     server.notifications.clear();
     rewrite(&folder, "data/a.txt", "third");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    rewrite(&folder, "data/b.txt", "changed after a.txt");
+    let heard = server
+        .notification("notifications/resources/updated", |message| {
+            tag(message) == json!(barrier)
+        })
+        .await
+        .unwrap();
+    assert_eq!(heard["params"]["uri"], "files://b.txt", "{heard}");
     let read = server
         .modern_request("resources/read", json!({ "uri": "files://a.txt" }))
         .await
         .unwrap();
     assert_eq!(read["result"]["contents"][0]["text"], "third");
+    let after_cancelling: Vec<&Value> = server
+        .notifications
+        .iter()
+        .filter(|message| tag(message) != json!(barrier))
+        .collect();
     assert!(
-        server.notifications.is_empty(),
-        "heard after cancelling: {:?}",
-        server.notifications
+        after_cancelling.is_empty(),
+        "heard after cancelling: {after_cancelling:?}"
     );
     server.stop().await.unwrap();
 }
@@ -422,13 +491,10 @@ async fn a_quarantined_plugin_comes_back_at_once_when_its_file_is_replaced() {
         let spin = server.read("liar://spin").await.unwrap();
         assert_eq!(spin["error"]["code"], -32603, "{spin}");
     }
-    let refused = server.read("liar://spin").await.unwrap();
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .is_some_and(|message| message.contains("is quarantined")),
-        "{refused}"
-    );
+    let (refused, _) = server
+        .read_until_quarantined("liar://spin", "exceeded its time limit of 100 ms")
+        .await;
+    assert!(refused.contains("is quarantined"), "{refused}");
     folder.manifest("liar", "[limits]\ntimeout_ms = 200\n");
     list_changed(&mut server).await;
     let again = server.read("liar://spin").await.unwrap();
@@ -499,14 +565,13 @@ async fn subscriptions_and_listen_streams_are_capped() {
     // rmcp acknowledges a stream before resmux counts it: the seventeenth
     // goes once all sixteen are counted, or it could be let in and one of
     // them refused.
-    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
-    while sample(&metrics, "resmux_listen_streams") != Some(16.0) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the sixteen streams were not all counted"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_sample(
+        &metrics,
+        "resmux_listen_streams",
+        "the sixteen streams were not all counted",
+        |open| open == 16.0,
+    )
+    .await;
     let seventeenth = modern
         .modern_send(
             "subscriptions/listen",
@@ -563,28 +628,6 @@ fn inodes_of(directories: &[&Path]) -> Vec<u64> {
     inodes
 }
 
-/// Waits until the server whose metrics listen at `metrics` has taken a
-/// change report of `files`, so that what the test changes next is news to
-/// the subscription.
-async fn first_change_report(metrics: &str) {
-    let series = r#"resmux_plugin_calls_total{plugin="files",operation="changes",outcome="ok"}"#;
-    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
-    loop {
-        let (_, exposition) = http_get(metrics, "/metrics", &[]).unwrap();
-        let reports = exposition
-            .lines()
-            .find_map(|line| line.strip_prefix(series)?.trim().parse::<f64>().ok());
-        if reports.is_some_and(|reports| reports >= 1.0) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "files was never asked for its change report: {exposition}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn the_grant_watch_follows_no_link_out_of_the_grant() {
     // Outside every grant: a folder with directories below it.
@@ -619,7 +662,7 @@ async fn the_grant_watch_follows_no_link_out_of_the_grant() {
         .await
         .unwrap();
     assert_eq!(subscribed["result"], json!({}), "{subscribed}");
-    first_change_report(&metrics).await;
+    first_change_report(&metrics, "files").await;
     // A change outside first, then one inside: the first news a subscriber
     // hears is of the one inside, and it hears nothing else.
     std::fs::write(outside.join("new.txt"), "outside").unwrap();
@@ -686,7 +729,7 @@ async fn grant_watches_stop_at_their_bound_and_polling_finds_changes_beyond() {
         .await
         .unwrap();
     assert_eq!(subscribed["result"], json!({}), "{subscribed}");
-    first_change_report(&metrics).await;
+    first_change_report(&metrics, "files").await;
     rewrite(&folder, "data/many/d0000/inner/deep.txt", "second");
     let updated = server
         .notification("notifications/resources/updated", |_| true)

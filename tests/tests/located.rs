@@ -135,11 +135,12 @@ async fn a_path_whose_read_keeps_faulting_is_quarantined_behind_locate() {
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     // `locate` answers none for `panic`, and `read` traps: each time, the
     // answer of `locate` must not count as the path's recovery.
+    let trap = "plugin liar trapped in read";
     for _ in 0..3 {
         let trapped = server.read_error("liar://panic").await;
-        assert!(trapped.contains("plugin liar trapped in read"), "{trapped}");
+        assert!(trapped.contains(trap), "{trapped}");
     }
-    let quarantined = server.read_error("liar://panic").await;
+    let (quarantined, _) = server.read_until_quarantined("liar://panic", trap).await;
     assert!(
         quarantined.contains("path \"panic\" of plugin liar is quarantined"),
         "{quarantined}"

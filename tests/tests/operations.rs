@@ -141,19 +141,22 @@ async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
         let missing = server.read("notes://notes/nope").await.unwrap();
         assert!(missing["error"].is_object(), "{missing}");
     }
+    let trap = "plugin liar trapped in read";
     for _ in 0..3 {
         let trapped = server.read("liar://panic").await.unwrap();
         assert!(
-            resmux_tests::error_message(&trapped).contains("plugin liar trapped in read"),
+            resmux_tests::error_message(&trapped).contains(trap),
             "{trapped}"
         );
     }
-    let refused = server.read("liar://panic").await.unwrap();
+    // Each read that came after a quarantine had ended faulted once more
+    // (and started the next quarantine): the figures below count it too.
+    let (refused, faulted_again) = server.read_until_quarantined("liar://panic", trap).await;
     assert!(
-        resmux_tests::error_message(&refused)
-            .contains("path \"panic\" of plugin liar is quarantined"),
+        refused.contains("path \"panic\" of plugin liar is quarantined"),
         "{refused}"
     );
+    let faulted_again = faulted_again as f64;
     let honest = server.read("liar://honest").await.unwrap();
     assert!(honest["result"]["contents"].is_array(), "{honest}");
 
@@ -193,19 +196,21 @@ async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
     };
     prometheus.expect(&calls("ok", "notes"), 5.0).await;
     prometheus.expect(&calls("not-found", "notes"), 2.0).await;
-    prometheus.expect(&calls("fault", "liar"), 3.0).await;
+    prometheus
+        .expect(&calls("fault", "liar"), 3.0 + faulted_again)
+        .await;
     prometheus.expect(&calls("quarantined", "liar"), 1.0).await;
     prometheus.expect(&calls("ok", "liar"), 1.0).await;
     prometheus
         .expect(
             "resmux_plugin_faults_total{plugin=\"liar\",kind=\"trap\"}",
-            3.0,
+            3.0 + faulted_again,
         )
         .await;
     prometheus
         .expect(
             "resmux_plugin_quarantines_total{plugin=\"liar\",scope=\"path\"}",
-            1.0,
+            1.0 + faulted_again,
         )
         .await;
     prometheus
@@ -226,7 +231,7 @@ async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
     prometheus
         .expect(
             "sum(mcp_server_operation_duration_seconds_count{mcp_method_name=\"resources/read\"})",
-            12.0,
+            12.0 + faulted_again,
         )
         .await;
     prometheus
@@ -238,7 +243,7 @@ async fn prometheus_scrapes_per_plugin_figures_of_known_traffic() {
     prometheus
         .expect(
             "resmux_client_requests_total{client=\"local\",mcp_method_name=\"resources/read\"}",
-            12.0,
+            12.0 + faulted_again,
         )
         .await;
     prometheus.expect("resmux_sessions", 1.0).await;
@@ -459,23 +464,36 @@ async fn a_plugin_faulting_in_its_listing_shows_quarantined_and_cached_reads_sho
         metered(&folder, RawServer::start, &["--response-cache-mib", "0"]).await;
     let quarantined = "resmux_plugin_quarantined{plugin=\"liar\"}";
     assert_eq!(sample(&metrics, quarantined), Some(0.0));
+    // The third listing's fault starts the first quarantine, of one second,
+    // between the moment the listing is sent and its answer.
+    let mut third_listing = None;
     for _ in 0..3 {
+        let sent = std::time::Instant::now();
         let listed = server
             .request("resources/list", serde_json::json!({}))
             .await
             .unwrap();
         assert!(listed["result"]["resources"].is_array(), "{listed}");
+        third_listing = Some((sent, std::time::Instant::now()));
     }
-    // The first quarantine lasts one second: the gauge says 1 within it
-    // and 0 after it, whichever a loaded machine lets the scrape see.
-    let quarantine_began = std::time::Instant::now();
+    let (sent, answered) = third_listing.unwrap();
+    let scrape_began = std::time::Instant::now();
     let seen = sample(&metrics, quarantined);
-    let expected = if quarantine_began.elapsed() < Duration::from_millis(900) {
-        1.0
+    let scrape_ended = std::time::Instant::now();
+    // The gauge says 1 in a scrape surely within the quarantine, 0 in one
+    // surely after it, and either in one that a loaded machine let
+    // straddle its end.
+    let quarantine = Duration::from_secs(1);
+    if scrape_ended < sent + quarantine {
+        assert_eq!(seen, Some(1.0), "scraped within the quarantine");
+    } else if scrape_began >= answered + quarantine {
+        assert_eq!(seen, Some(0.0), "scraped after the quarantine");
     } else {
-        0.0
-    };
-    assert_eq!(seen, Some(expected));
+        assert!(
+            seen == Some(1.0) || seen == Some(0.0),
+            "scraped around the end of the quarantine: {seen:?}"
+        );
+    }
     assert_eq!(
         sample(
             &metrics,

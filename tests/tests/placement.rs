@@ -8,21 +8,28 @@
 
 use std::time::{Duration, Instant};
 
-use resmux_tests::{RawServer, error_message, liar_with, mkfifo, notes_still_answer};
+use resmux_tests::{
+    EXCHANGE_TIMEOUT, RawServer, error_message, liar_with, mkfifo, notes_still_answer,
+    stuck_on_a_fifo,
+};
 use serde_json::json;
 
-/// The names of the server's threads that wait in the open of a FIFO for
-/// its other end.
-fn stuck_on_a_fifo(pid: u32) -> Vec<String> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    tasks
-        .filter_map(|task| {
-            let task = task.ok()?.path();
-            let waiting = std::fs::read_to_string(task.join("wchan")).ok()?;
-            let name = std::fs::read_to_string(task.join("comm")).ok()?;
-            (waiting == "wait_for_partner").then(|| name.trim_end().to_owned())
-        })
-        .collect()
+/// Waits until `count` of the threads of process `pid` wait in the open of
+/// a FIFO, for at most [`EXCHANGE_TIMEOUT`].
+async fn until_stuck_on_a_fifo(pid: u32, count: usize) {
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        let stuck = stuck_on_a_fifo(pid);
+        if stuck.len() >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {count} threads got stuck on the FIFO: {stuck:?}",
+            stuck.len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Sends `count` reads of `uri` at once and asserts that each fails at the
@@ -152,8 +159,9 @@ async fn a_cancelled_read_stuck_in_a_file_operation_keeps_its_slot() {
     mkfifo(&fifo);
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     // The attack: a read that opens the FIFO, inline, then its cancellation,
-    // which drops the call while its open is stuck.
+    // which drops the call once its open is stuck.
     let stuck = server.send_read("liar://open//data/fifo").await.unwrap();
+    until_stuck_on_a_fifo(server.pid(), 1).await;
     let cancel = json!({
         "jsonrpc": "2.0",
         "method": "notifications/cancelled",

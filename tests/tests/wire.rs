@@ -254,9 +254,16 @@ async fn an_overlong_line_is_dropped_whole_and_reads_sent_together_all_come_back
 #[tokio::test]
 async fn a_cancelled_read_is_never_answered_and_the_reads_around_it_are() {
     let folder = liar_and_notes();
+    // The liar again, as `endless`, with limits no read reaches while the
+    // test runs: only its cancellation ends a read of it, however late the
+    // cancellation is handled.
+    folder.manifest(
+        "endless",
+        "component = \"liar.wasm\"\n[limits]\ncpu_ms = 600000\ntimeout_ms = 600000\n",
+    );
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
 
-    let cancelled = server.send_read("liar://spin").await.unwrap();
+    let cancelled = server.send_read("endless://spin").await.unwrap();
     let cancel = json!({
         "jsonrpc": "2.0",
         "method": "notifications/cancelled",
@@ -265,10 +272,11 @@ async fn a_cancelled_read_is_never_answered_and_the_reads_around_it_are() {
     server.send_line(&cancel.to_string()).await.unwrap();
     let notes = server.send_read("notes://notes/welcome").await.unwrap();
 
-    // The cancelled read ends at once: it runs on to no time limit, and
-    // holds no place among the session's requests. A second spinning read
-    // does run to its limit; every message up to its answer is looked at,
-    // and none answers the cancelled read.
+    // The cancelled read ends at once: it runs on to no time limit (were
+    // it left spinning, it would still be in flight when stdin closes),
+    // and holds no place among the session's requests. A spinning read of
+    // the liar does run to its limit; every message up to its answer is
+    // looked at, and none answers the cancelled read.
     let mut spun = None;
     loop {
         let message = server.next_message().await.unwrap();
@@ -292,6 +300,10 @@ async fn a_cancelled_read_is_never_answered_and_the_reads_around_it_are() {
         log.matches(SPIN_LIMIT).count(),
         1,
         "only the read that was not cancelled ran to its limit: {log}"
+    );
+    assert!(
+        !log.contains("reads still in flight"),
+        "the cancelled read still ran when stdin closed: {log}"
     );
 }
 

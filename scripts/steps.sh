@@ -1,10 +1,18 @@
-# Sourced by scripts/build and scripts/test: runs a setup step (a command or
-# a shell function) in the background while the foreground compiles, with
-# its output in target/setup/NAME.log, and waits for it where its result is
-# needed. A step that failed stops the script there, with its log.
+# Sourced by scripts/build, scripts/test and .ci/run: a step timed, and a
+# setup step (a command or a shell function) run in the background while
+# the foreground compiles, with its output in target/setup/NAME.log,
+# waited for where its result is needed. A step that failed stops the
+# script there, the background one with its log.
 #
+#   timed COMMAND [ARG...]
 #   in_background NAME COMMAND [ARG...]
 #   finish_background NAME
+
+timed() {
+    local started=$SECONDS
+    "$@"
+    echo "took $((SECONDS - started)) s: $*" >&2
+}
 
 declare -A background_steps=()
 
