@@ -77,6 +77,35 @@ pub fn stuck_on_a_fifo(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// Waits until `count` of the threads of process `pid` wait in the open of
+/// a FIFO, for at most [`EXCHANGE_TIMEOUT`].
+pub async fn until_stuck_on_a_fifo(pid: u32, count: usize) {
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        let stuck = stuck_on_a_fifo(pid);
+        if stuck.len() >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {count} threads got stuck on the FIFO: {stuck:?}",
+            stuck.len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Opens the FIFO at `path` for writing without waiting for a reader,
+/// which ends every open of it that waits for a writer (or fails at once,
+/// with none waiting).
+pub fn release_fifo(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+}
+
 /// The compile cache the tests share, so each component compiles once.
 pub fn cache_dir() -> PathBuf {
     workspace().join("target/test-cache")

@@ -4,17 +4,13 @@
 //! Each test checks the host-side state (memory, threads), that other
 //! requests keep being answered, and the error that names the limit.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use resmux_tests::{
     EXCHANGE_TIMEOUT, Folder, RawServer, error_message, free_address, http_get, liar_with, mkfifo,
-    notes_still_answer, sample, stuck_on_a_fifo,
+    notes_still_answer, release_fifo, sample, stuck_on_a_fifo,
 };
 use serde_json::json;
-
-/// Opens without waiting (Linux, x86_64 and aarch64).
-const O_NONBLOCK: i32 = 0o4000;
 
 /// A figure of `/proc/PID/status`, in KiB.
 fn status_kib(pid: u32, field: &str) -> u64 {
@@ -254,11 +250,8 @@ async fn threads_stuck_in_a_plugins_files_stay_within_its_call_slots() {
         stuck.len()
     );
     notes_still_answer(&mut server).await;
-    // Frees the stuck threads: a writer that does not wait for a reader.
-    let _ = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(O_NONBLOCK)
-        .open(folder.path().join("data/fifo"));
+    // Frees the stuck threads.
+    let _ = release_fifo(&folder.path().join("data/fifo"));
     server.stop().await.unwrap();
 }
 

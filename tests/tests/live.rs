@@ -12,8 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use resmux_tests::{
-    EXCHANGE_TIMEOUT, Folder, RawServer, component, first_change_report, free_address,
-    wait_for_sample,
+    EXCHANGE_TIMEOUT, Folder, RawServer, component, first_change_report, free_address, liar_with,
+    mkfifo, release_fifo, until_stuck_on_a_fifo, wait_for_sample,
 };
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
@@ -190,28 +190,26 @@ async fn a_change_in_the_folder_opens_no_component_but_the_changed_one() {
 
 #[tokio::test]
 async fn a_call_in_flight_finishes_on_the_version_it_started_with() {
-    let folder = Folder::new();
-    folder.plugin("slow", "liar");
+    // The read in flight opens a FIFO, so it lasts until the test opens the
+    // other end: the replacement lands while it runs, however slow either.
+    let folder = liar_with("timeout_ms = 600000");
+    let fifo = folder.path().join("data/fifo");
+    mkfifo(&fifo);
     let mut server = RawServer::legacy(folder.path()).await.unwrap();
     let id = server
-        .send("resources/read", json!({ "uri": "slow://sleep/3000" }))
+        .send("resources/read", json!({ "uri": "liar://open//data/fifo" }))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    std::fs::copy(component("notes"), folder.path().join("slow.wasm")).unwrap();
+    until_stuck_on_a_fifo(server.pid(), 1).await;
+    std::fs::copy(component("notes"), folder.path().join("liar.wasm")).unwrap();
+    list_changed(&mut server).await;
+    let _writer = release_fifo(&fifo).unwrap();
     let read = server.response(id).await.unwrap();
     assert_eq!(
-        read["result"]["contents"][0]["uri"], "slow://sleep/3000",
+        read["result"]["contents"][0]["uri"], "liar://open//data/fifo",
         "the read in flight failed: {read}"
     );
-    assert!(
-        server
-            .notifications
-            .iter()
-            .any(|message| message["method"] == "notifications/resources/list_changed"),
-        "the replacement did not land while the read was in flight"
-    );
-    let after = server.read("slow://sleep/3000").await.unwrap();
+    let after = server.read("liar://open//data/fifo").await.unwrap();
     assert_eq!(after["error"]["code"], -32002, "{after}");
     server.stop().await.unwrap();
 }

@@ -9,28 +9,10 @@
 use std::time::{Duration, Instant};
 
 use resmux_tests::{
-    EXCHANGE_TIMEOUT, RawServer, error_message, liar_with, mkfifo, notes_still_answer,
-    stuck_on_a_fifo,
+    RawServer, error_message, liar_with, mkfifo, notes_still_answer, stuck_on_a_fifo,
+    until_stuck_on_a_fifo,
 };
 use serde_json::json;
-
-/// Waits until `count` of the threads of process `pid` wait in the open of
-/// a FIFO, for at most [`EXCHANGE_TIMEOUT`].
-async fn until_stuck_on_a_fifo(pid: u32, count: usize) {
-    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
-    loop {
-        let stuck = stuck_on_a_fifo(pid);
-        if stuck.len() >= count {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} of {count} threads got stuck on the FIFO: {stuck:?}",
-            stuck.len()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 /// Sends `count` reads of `uri` at once and asserts that each fails at the
 /// plugin's time limit of 1000 ms.
