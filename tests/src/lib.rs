@@ -463,10 +463,12 @@ impl RawServer {
     /// until the answer is the refusal of a quarantine (of the path or of
     /// the whole plugin); returns its message, and how many reads faulted
     /// before it. A test calls this once the faults that start the first
-    /// quarantine are behind it: that quarantine lasts one second, so a
-    /// read that comes later on a loaded machine runs and faults again,
-    /// which starts the next quarantine, twice as long.
+    /// quarantine are behind it, which the log must already tell: that
+    /// quarantine lasts one second, so a read that comes later on a loaded
+    /// machine runs and faults again, and must start the next quarantine,
+    /// twice as long, as the log must tell too.
     pub async fn read_until_quarantined(&mut self, uri: &str, fault: &str) -> (String, usize) {
+        self.quarantine_logged(0).await;
         for faulted in 0..MOST_FAULTS_PAST_A_QUARANTINE {
             let message = self.read_error(uri).await;
             if message.contains("is quarantined") {
@@ -476,6 +478,7 @@ impl RawServer {
                 message.contains(fault),
                 "{uri} was neither refused as quarantined nor faulted: {message}"
             );
+            self.quarantine_logged(faulted + 1).await;
         }
         let message = self.read_error(uri).await;
         assert!(
@@ -483,6 +486,17 @@ impl RawServer {
             "{uri} faulted {MOST_FAULTS_PAST_A_QUARANTINE} more times and is still not quarantined: {message}"
         );
         (message, MOST_FAULTS_PAST_A_QUARANTINE)
+    }
+
+    /// Waits until the log tells of the quarantine that follows `earlier`
+    /// quarantines in a row (the first lasts one second, and each next one
+    /// twice as long), started by the third fault in a row.
+    pub async fn quarantine_logged(&self, earlier: usize) {
+        let needle = format!(
+            "quarantined for {} ms after 3 faults in a row",
+            1000u64 << earlier
+        );
+        self.wait_for_log(&needle, 1, EXCHANGE_TIMEOUT).await;
     }
 
     /// Writes one line as is.
@@ -712,7 +726,16 @@ pub fn free_address() -> String {
 /// The value of the sample `series` (name and labels, as exposed) in the
 /// exposition of a server's `--metrics` listener at `metrics`, if it is there.
 pub fn sample(metrics: &str, series: &str) -> Option<f64> {
-    let (_, exposition) = http_get(metrics, "/metrics", &[]).unwrap();
+    sample_in(&scrape(metrics), series)
+}
+
+/// The exposition of a server's `--metrics` listener at `metrics`.
+pub fn scrape(metrics: &str) -> String {
+    http_get(metrics, "/metrics", &[]).unwrap().1
+}
+
+/// The value of the sample `series` in `exposition`, if it is there.
+pub fn sample_in(exposition: &str, series: &str) -> Option<f64> {
     exposition
         .lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())

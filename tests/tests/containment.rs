@@ -387,17 +387,20 @@ async fn list_faulting_lister(server: &mut RawServer) {
 
 /// Reads `lister://honest` until the answer is the refusal of the lister's
 /// quarantine, and returns its message. The first quarantine, which the
-/// lister's third fault started, lasts one second: should a read come
-/// after it on a loaded machine, and be answered, one more listing faults
-/// again and starts the next quarantine, twice as long.
+/// lister's third fault started (as the log must tell), lasts one second:
+/// should a read come after it on a loaded machine, and be answered, one
+/// more listing faults again and must start the next quarantine, twice as
+/// long.
 async fn lister_refused(server: &mut RawServer) -> String {
-    for _ in 0..MOST_FAULTS_PAST_A_QUARANTINE {
+    server.quarantine_logged(0).await;
+    for faulted in 0..MOST_FAULTS_PAST_A_QUARANTINE {
         let read = server.read("lister://honest").await.unwrap();
         if read["error"].is_object() {
             return error_message(&read).to_owned();
         }
         assert_eq!(read["result"]["contents"][0]["text"], "a lie", "{read}");
         list_faulting_lister(server).await;
+        server.quarantine_logged(faulted + 1).await;
     }
     server.read_error("lister://honest").await
 }

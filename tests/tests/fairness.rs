@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use resmux_tests::{
-    EXCHANGE_TIMEOUT, Folder, RawServer, error_message, free_address, http_get, liar_with, mkfifo,
-    notes_still_answer, release_fifo, sample, stuck_on_a_fifo,
+    EXCHANGE_TIMEOUT, Folder, RawServer, error_message, free_address, liar_with, mkfifo,
+    notes_still_answer, release_fifo, sample, sample_in, scrape, stuck_on_a_fifo,
 };
 use serde_json::json;
 
@@ -259,18 +259,13 @@ async fn threads_stuck_in_a_plugins_files_stay_within_its_call_slots() {
 /// `metrics` show them: its instances alive, less those idle, are each in
 /// a call.
 async fn until_calls_run(metrics: &str, plugin: &str, count: usize) {
-    let alive = format!("resmux_plugin_instances{{plugin=\"{plugin}\"}} ");
-    let idle = format!("resmux_plugin_idle_instances{{plugin=\"{plugin}\"}} ");
+    let alive = format!("resmux_plugin_instances{{plugin=\"{plugin}\"}}");
+    let idle = format!("resmux_plugin_idle_instances{{plugin=\"{plugin}\"}}");
     let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
     loop {
         // One scrape for both figures, so that they are of one moment.
-        let (_, exposition) = http_get(metrics, "/metrics", &[]).unwrap();
-        let figure = |series: &str| {
-            exposition
-                .lines()
-                .find_map(|line| line.strip_prefix(series)?.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
+        let exposition = scrape(metrics);
+        let figure = |series: &str| sample_in(&exposition, series).unwrap_or(0.0);
         let running = figure(&alive) - figure(&idle);
         if running >= count as f64 {
             return;
