@@ -82,7 +82,7 @@ fn start() -> Server {
         allowed_hosts: vec!["mcp.example.com".into()],
         allowed_origins: vec!["https://app.example.com".into()],
         access: Some(Arc::new(admission)),
-        connections: ConnectionLimits::new(256, Some(256)),
+        connections: ConnectionLimits::new(256, Some(256), Some(256)),
         session_idle: DEFAULT_SESSION_IDLE,
     };
     let scripted = Scripted {

@@ -16,7 +16,8 @@
 //! - [`grants`]: what one plugin is granted and the limits it runs under, and
 //!   the ceiling on what any plugin may be granted;
 //! - [`contract`]: the provider trait and data, shared by namespace and runtime;
-//! - [`operator_file`]: reading the operator's files, bounded, for every layer
+//! - [`operator_file`]: reading every file from outside, bounded and never
+//!   waiting, for every layer
 //!   that has one;
 //! - `fuzzing`: what the fuzz targets in `fuzz/` reach that is otherwise
 //!   private;

@@ -1,41 +1,111 @@
-//! Reading the operator's files: plugin manifests, the ceiling, the tokens
-//! and auth files, the access policy, and the secrets, tokens and keys they
-//! name. Each is read whole up to [`MOST_BYTES`] and refused past it, so
-//! that a path naming a device, a pipe or a huge file is an error that names
-//! it, not a read without end; every error names the file.
+//! Reading every file resmux takes from outside: components, plugin
+//! manifests, the ceiling, the tokens and auth files, the access policy,
+//! the secrets, tokens and keys they name, and what a pull stored. Each is
+//! opened without waiting (a FIFO with no writer opens at once), must be a
+//! regular file (or a link to one), is sized before a byte is read, and is
+//! read up to its limit, so that a pipe, a device or a huge file is
+//! refused at once by one error that names the file, what it is, and the
+//! limit. `serve`, `compile`, `check`, `inspect`, `pull` and `push` all read
+//! through here.
 
-use std::fs::OpenOptions;
+use std::fs::{File, Metadata, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use serde::de::DeserializeOwned;
 
-/// The largest operator file resmux reads.
+/// The largest operator file resmux reads (a manifest, a policy, a key).
 pub const MOST_BYTES: u64 = 4 * 1024 * 1024;
 
+/// The largest component resmux reads from a file: the largest plugin
+/// built here (Python's, with its interpreter) is 40 MiB.
+pub const MOST_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
+
 /// The text of `path`, which the errors call `what` (for example "tokens
-/// file"). A pipe with no writer reads as empty rather than waiting for one.
+/// file"), of at most [`MOST_BYTES`].
 pub fn read_text(path: &Path, what: &str) -> Result<String> {
+    let (bytes, _) = read_bytes(path, MOST_BYTES, what)?;
+    String::from_utf8(bytes).with_context(|| format!("{what} {} is not UTF-8", path.display()))
+}
+
+/// The bytes of the regular file `path` (or the one it links to), of at
+/// most `limit`, and its metadata as it was opened; the errors call it
+/// `what`.
+pub fn read_bytes(path: &Path, limit: u64, what: &str) -> Result<(Vec<u8>, Metadata)> {
+    let (file, metadata) = open_regular(path, what)?;
+    let too_large = || {
+        anyhow::anyhow!(
+            "{what} {} is larger than {}, the most resmux reads",
+            path.display(),
+            size(limit)
+        )
+    };
+    if metadata.len() > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    // It grew while it was read.
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok((bytes, metadata))
+}
+
+/// `path` opened for reading without waiting for a writer, if it is a
+/// regular file.
+fn open_regular(path: &Path, what: &str) -> Result<(File, Metadata)> {
     let cannot_read = || format!("cannot read {what} {}", path.display());
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .custom_flags(flags.bits() as i32)
         .open(path)
         .with_context(cannot_read)?;
-    let mut text = String::new();
-    file.take(MOST_BYTES + 1)
-        .read_to_string(&mut text)
-        .with_context(cannot_read)?;
-    if text.len() as u64 > MOST_BYTES {
+    let metadata = file.metadata().with_context(cannot_read)?;
+    if !metadata.is_file() {
         bail!(
-            "{what} {} is larger than {} MiB",
+            "{what} {} is {}, not a regular file: resmux does not read it",
             path.display(),
-            MOST_BYTES / (1024 * 1024)
+            kind(&metadata)
         );
     }
-    Ok(text)
+    Ok((file, metadata))
+}
+
+/// What a file that is not a regular one is.
+fn kind(metadata: &Metadata) -> &'static str {
+    let kind = metadata.file_type();
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
+/// `bytes`, in the unit that says it best.
+fn size(bytes: u64) -> String {
+    match bytes {
+        bytes if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) => {
+            format!("{} MiB", bytes >> 20)
+        }
+        bytes if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) => {
+            format!("{} KiB", bytes >> 10)
+        }
+        bytes => format!("{bytes} bytes"),
+    }
 }
 
 /// Reads and parses the TOML file `path`, which the errors call `what`.
@@ -53,7 +123,7 @@ mod tests {
         let error = read_text(Path::new("/dev/zero"), "secret file").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "secret file /dev/zero is larger than 4 MiB"
+            "secret file /dev/zero is a character device, not a regular file: resmux does not read it"
         );
         let folder = tempfile::tempdir().unwrap();
         let big = folder.path().join("big.toml");
@@ -61,14 +131,32 @@ mod tests {
         let error = read_toml::<toml::Table>(&big, "manifest").unwrap_err();
         assert_eq!(
             error.to_string(),
-            format!("manifest {} is larger than 4 MiB", big.display())
+            format!(
+                "manifest {} is larger than 4 MiB, the most resmux reads",
+                big.display()
+            )
         );
         std::fs::write(&big, vec![b'#'; MOST_BYTES as usize]).unwrap();
         assert!(read_toml::<toml::Table>(&big, "manifest").is_ok());
     }
 
     #[test]
-    fn a_pipe_without_a_writer_reads_as_empty_at_once() {
+    fn a_sparse_file_past_the_limit_is_refused_before_a_byte_is_read() {
+        let folder = tempfile::tempdir().unwrap();
+        let sparse = folder.path().join("sparse.wasm");
+        File::create(&sparse).unwrap().set_len(2 << 30).unwrap();
+        let error = read_bytes(&sparse, MOST_COMPONENT_BYTES, "component").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "component {} is larger than 256 MiB, the most resmux reads",
+                sparse.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_pipe_is_refused_at_once_whether_or_not_a_writer_holds_it() {
         let folder = tempfile::tempdir().unwrap();
         let pipe = folder.path().join("pipe");
         rustix::fs::mkfifoat(
@@ -77,6 +165,23 @@ mod tests {
             rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
         )
         .unwrap();
-        assert_eq!(read_text(&pipe, "token file").unwrap(), "");
+        let refusal = format!(
+            "token file {} is a FIFO, not a regular file: resmux does not read it",
+            pipe.display()
+        );
+        assert_eq!(
+            read_text(&pipe, "token file").unwrap_err().to_string(),
+            refusal
+        );
+        // Read and write: Linux opens a FIFO so without waiting for a reader.
+        let _writer = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&pipe)
+            .unwrap();
+        assert_eq!(
+            read_text(&pipe, "token file").unwrap_err().to_string(),
+            refusal
+        );
     }
 }

@@ -1,5 +1,6 @@
 """Shared by the HTTP tests: `resmux serve --http` on a free loopback port."""
 
+import json
 import os
 import re
 import shutil
@@ -101,6 +102,20 @@ def logged(server, text, within=20):
             return False
         time.sleep(0.05)
     return True
+
+
+def audit_lines(path, count, within=20):
+    """The lines of the audit log at `path`, parsed, once it holds at least
+    `count` whole ones: resmux appends them from a thread of its own, so a
+    line may reach the file just after its answer reached the client."""
+    deadline = time.monotonic() + within
+    while True:
+        text = path.read_text() if path.exists() else ""
+        lines = text.split("\n")[:-1]
+        if len(lines) >= count:
+            return [json.loads(line) for line in lines]
+        assert time.monotonic() < deadline, f"{count} audit lines not written within {within} s: {text!r}"
+        time.sleep(0.02)
 
 
 def connect(server, token, mode="auto"):

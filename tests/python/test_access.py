@@ -5,13 +5,12 @@ the tool bridge held to the same rules; and the audit log of every read."""
 
 import asyncio
 import hashlib
-import json
 import shutil
 
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from conftest import ROOT, all_resource_uris, connect, post_initialize
+from conftest import ROOT, all_resource_uris, audit_lines, connect, post_initialize
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-9876543210ab"
@@ -111,7 +110,7 @@ def test_reads_over_the_rate_limit_are_refused_and_everything_is_audited(guarded
             await client.call_tool("read_resource", {"uri": "notes://notes/welcome"})
 
     asyncio.run(asyncio.wait_for(alice_reads(), 60))
-    lines = [json.loads(line) for line in guarded.audit.read_text().splitlines()]
+    lines = audit_lines(guarded.audit, 7)
     summary = [(line["client"], line["via"], line["uri"], line["outcome"]) for line in lines]
     assert summary == [
         ("bob", "resources/read", "test://static-text", "ok"),

@@ -4,8 +4,9 @@ Each test starts its own resmux on a folder made for it, opens the page,
 and asserts on what the page shows and does: every plugin with its state,
 origin, grants and figures; a plugin quarantined, and one dropped into the
 folder, shown without a reload; the namespace as a client of the access
-policy sees it; hostile text from a plugin shown as text and never run; and
-the data behind a token of its own and out of reach of other sites."""
+policy sees it; hostile text from a plugin shown as text and never run, and
+long text clamped to a few lines with a way to see it whole; and the data
+behind a token of its own and out of reach of other sites."""
 
 import hashlib
 import json
@@ -16,6 +17,7 @@ import time
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -106,6 +108,27 @@ def texts(browser, selector):
     return browser.execute_script(
         "return [...document.querySelectorAll(arguments[0])].map(node => node.textContent)", selector
     )
+
+
+def clamp_of(browser, selector):
+    """The text `selector` names, as drawn, read in one go: its height, its
+    whole height, its line height, its card's height, and whether its
+    show-all button shows and says it is open."""
+    return browser.execute_script(
+        "const node = document.querySelector(arguments[0]), toggle = node.nextElementSibling;"
+        "return {height: node.clientHeight, whole: node.scrollHeight,"
+        " line: parseFloat(getComputedStyle(node).lineHeight),"
+        " card: node.closest('article') && node.closest('article').getBoundingClientRect().height,"
+        " toggle: toggle.dataset.role === 'show-all' && toggle.getClientRects().length > 0,"
+        " expanded: toggle.getAttribute('aria-expanded')}", selector
+    )
+
+
+def click(browser, selector):
+    """Clicks what `selector` names, found again if a redraw replaced it
+    between the finding and the click."""
+    waiting = WebDriverWait(browser, 10, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,))
+    waiting.until(lambda _: browser.find_element(By.CSS_SELECTOR, selector).click() or True)
 
 
 def listed_uris(browser):
@@ -374,6 +397,48 @@ def test_a_description_holding_script_shows_as_text_and_never_runs(serve, browse
     assert browser.title == "resmux console"
     refused = [entry["message"] for entry in browser.get_log("browser") if "Content Security Policy" in entry["message"]]
     assert refused == [], refused
+
+
+def test_a_long_text_from_a_plugin_is_clamped_and_shown_whole_on_demand(serve, browser, plugins):
+    # A manifest key 3,000 characters long: the card's load failure names
+    # it, in an error the board cuts to 2,048 bytes, some 40 lines in a card.
+    key = "not_a_key_" + "x" * 3000
+    liar(plugins, f"{key} = 1\n")
+    _, metrics = console_server(serve, plugins)
+    browser.get(f"http://{metrics}/console")
+    wait_for(browser, lambda: state_of(browser, "liar") == "failed")
+    error = "#plugins article[data-scheme='liar'] [data-role='error']"
+    toggle = error + " + [data-role='show-all']"
+    text = texts(browser, error)[0]
+    assert "invalid manifest" in text and key[:1000] in text, text[:200]
+
+    def drawn(selector, expanded):
+        """The text as drawn once its button shows and says `expanded`."""
+        shown = clamp_of(browser, selector)
+        return shown["toggle"] and shown["expanded"] == expanded and shown
+
+    # A few lines of it, and a button that shows it whole; the event that
+    # tells of it, two lines.
+    shown = wait_for(browser, lambda: drawn(error, "false"))
+    assert shown["height"] < 5 * shown["line"] < shown["whole"], shown
+    assert shown["card"] < 600, shown
+    shown = wait_for(browser, lambda: drawn("#events li[data-kind='refused'] .text", "false"))
+    assert shown["height"] < 3 * shown["line"] < shown["whole"], shown
+
+    click(browser, toggle)
+    shown = wait_for(browser, lambda: drawn(error, "true"))
+    assert shown["height"] > 10 * shown["line"] and shown["whole"] <= shown["height"] + 1, shown
+    assert texts(browser, error)[0] == text
+    # Still whole once the card is drawn again.
+    browser.execute_script("window.drawnBefore = document.querySelector(arguments[0])", error)
+    wait_for(browser, lambda: browser.execute_script("return !window.drawnBefore.isConnected"))
+    shown = wait_for(browser, lambda: drawn(error, "true"))
+    assert shown["height"] > 10 * shown["line"] and shown["whole"] <= shown["height"] + 1, shown
+
+    # A few lines again once asked.
+    click(browser, toggle)
+    shown = wait_for(browser, lambda: drawn(error, "false"))
+    assert shown["height"] < 5 * shown["line"], shown
 
 
 def test_the_data_needs_the_console_token_and_stays_out_of_other_sites_reach(serve, browser, plugins, tmp_path):

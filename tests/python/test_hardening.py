@@ -1,15 +1,18 @@
 """HTTP hardening, tried as a hostile client would: a legacy session opened
 with one client's token cannot be used with another's; a client that never
-finishes its headers, or trickles its body in, is cut off; connections over
-the cap are closed while the server keeps answering; one source address
-flooding the MCP port or the metrics listener with stalled connections holds
-its share of them, and another source's `initialize` and the probes keep
-answering."""
+finishes its headers, or trickles its body in, is cut off; over the cap, the
+connection that has waited longest for its request is closed to make room
+for a newcomer. Flooding the MCP port or the metrics listener with stalled
+connections, or an authenticated client trickling bodies on more
+connections than the cap, from the very address the victim uses
+(127.0.0.1, as behind a load balancer), leaves another client's
+`initialize` and the probes answering, and holds the client to its share."""
 
 import hashlib
+import json
+import multiprocessing
 import select
 import socket
-import threading
 import time
 import urllib.request
 
@@ -69,31 +72,35 @@ def raw_connection(url):
 
 
 class Flood:
-    """A client at the loopback address `source` (Linux routes all of
-    127.0.0.0/8 to loopback, so it is a source of its own) that keeps `count`
-    connections to `address` stalled in their headers, opening a new one as
-    soon as one is closed: it holds as many as resmux lets it, for as long as
-    it runs."""
+    """A client at the loopback address `source` that keeps `count`
+    connections to `address` open, each sending `opening` (by default
+    headers it never finishes) and then, every `trickle` seconds if given,
+    one byte more, opening a new one as soon as one is closed: it holds as
+    many as resmux lets it, for as long as it runs. (Linux routes all of
+    127.0.0.0/8 to loopback, so another address there is a source of its
+    own; 127.0.0.1 is the victim's own.) It runs in a process of its own, as
+    an attacker's would, sharing no interpreter lock with the victim."""
 
     STALLED = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 
-    def __init__(self, address, source, count):
+    def __init__(self, address, source, count, opening=STALLED, trickle=None):
         self.address, self.source, self.count = address, source, count
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.opening, self.trickle = opening, trickle
+        self.stop = multiprocessing.Event()
+        self.process = multiprocessing.Process(target=self.run, daemon=True)
 
     def __enter__(self):
-        self.thread.start()
+        self.process.start()
         return self
 
     def __exit__(self, *_):
         self.stop.set()
-        self.thread.join(30)
+        self.process.join(30)
 
     def open_one(self):
         connection = socket.create_connection(self.address, timeout=5, source_address=(self.source, 0))
         try:
-            connection.sendall(self.STALLED)
+            connection.sendall(self.opening)
         except OSError:  # closed by resmux before the headers went out
             connection.close()
             return None
@@ -101,6 +108,7 @@ class Flood:
 
     def run(self):
         held = []
+        trickled = time.monotonic()
         while not self.stop.is_set():
             for _ in range(self.count - len(held)):
                 try:
@@ -111,22 +119,50 @@ class Flood:
                     held.append(connection)
             # A connection resmux closed reads as the end (or a reset).
             closed, _, _ = select.select(held, [], [], 0.05)
-            for connection in closed:
+            if self.trickle and time.monotonic() - trickled >= self.trickle:
+                trickled = time.monotonic()
+                for connection in held:
+                    try:
+                        connection.sendall(b" ")
+                    except OSError:
+                        closed.append(connection)
+            for connection in set(closed):
                 held.remove(connection)
                 connection.close()
         for connection in held:
             connection.close()
 
 
-def answered_within(url, seconds, data=None):
-    """The status and body of a GET (or a POST of `data`) from 127.0.0.1,
-    which must answer within `seconds`."""
-    request = urllib.request.Request(url, data=data, method="POST" if data else "GET", headers=HEADERS)
+def answered_within(url, seconds, data=None, headers=None):
+    """The status and body of a GET (or a POST of `data`) from 127.0.0.1
+    with extra `headers`, which must answer within `seconds`."""
+    request = urllib.request.Request(
+        url, data=data, method="POST" if data else "GET", headers={**HEADERS, **(headers or {})}
+    )
     started = time.monotonic()
     with urllib.request.urlopen(request, timeout=seconds) as response:
         status, body = response.status, response.read().decode()
     assert time.monotonic() - started < seconds
     return status, body
+
+
+def initialize_result(body):
+    """The result of the `initialize` (id 1) a response answers: its JSON
+    body, or the one message of its event stream."""
+    if body.lstrip().startswith("{"):
+        answer = json.loads(body)
+    else:
+        (answer,) = [
+            json.loads(line[len("data:") :])
+            for line in body.splitlines()
+            if line.startswith("data:") and line[len("data:") :].strip()
+        ]
+    assert answer["id"] == 1, body
+    return answer["result"]
+
+
+# What resmux logs when it closes a connection to make room for a newcomer.
+EVICTED = "closed the connection that had waited longest without finishing a request, to make room: "
 
 
 def test_a_client_that_never_finishes_its_headers_is_cut_off(server):
@@ -179,59 +215,124 @@ def test_a_request_body_that_trickles_in_is_cut_off(server):
     assert logged(server, "cut off a request whose body arrived too slowly")
 
 
-def test_one_source_flooding_stalled_connections_shuts_no_other_source_out(serve):
-    server = serve(args=("--max-connections", "16"))
+def test_a_flood_of_stalled_connections_from_the_victim_s_own_address_shuts_nobody_out(serve):
+    # As behind a load balancer, every client has one address, whose share
+    # is the whole cap.
+    server = serve(args=("--max-connections", "16", "--max-connections-per-source", "16"))
     probe = server.url.replace("/mcp", "/healthz")
-    # The flood asks for all 16; its share is 4 (an eighth, at least 4).
-    with Flood(address_of(server.url), "127.0.0.2", 16):
-        assert logged(server, "closed a connection: source 127.0.0.2 holds 4 connections, the most one source may hold")
+    # The flood asks for twice the cap, from the victim's address, and
+    # reopens each connection as soon as resmux closes it.
+    with Flood(address_of(server.url), "127.0.0.1", 32):
+        assert logged(server, EVICTED + "source 127.0.0.1 holds 16 connections, the most one source may hold")
         for _ in range(5):
             status, body = answered_within(server.url, 5, INITIALIZE)
-            assert status == 200 and '"serverInfo"' in body, body
+            assert status == 200, body
+            assert initialize_result(body)["serverInfo"]["name"] == "resmux", body
             assert answered_within(probe, 5) == (200, "live\n")
 
 
-def test_the_metrics_listener_answers_probes_while_one_source_floods_it(serve):
+def trickling_post(url, token):
+    """The opening of a POST to `url` as the client of `token` whose body,
+    1000 bytes long, is still to come."""
+    host, port = address_of(url)
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        "Content-Length: 1000\r\n\r\n"
+    ).encode()
+
+
+def test_a_client_trickling_bodies_on_more_connections_than_the_cap_is_held_to_its_share(serve, tmp_path):
+    server = serve(
+        args=(
+            "--tokens",
+            str(tokens_file(tmp_path)),
+            "--max-connections",
+            "16",
+            "--max-connections-per-source",
+            "16",
+            "--max-connections-per-client",
+            "4",
+        )
+    )
+    # alice, a client with a token, holds 24 POSTs whose bodies come a byte
+    # every 2 s, from the address bob uses too.
+    with Flood(address_of(server.url), "127.0.0.1", 24, opening=trickling_post(server.url, ALICE), trickle=2):
+        assert logged(server, EVICTED + "client alice holds 4 connections, the most one client may hold")
+        for _ in range(5):
+            status, body = answered_within(server.url, 5, INITIALIZE, {"Authorization": f"Bearer {BOB}"})
+            assert status == 200, body
+            assert initialize_result(body)["serverInfo"]["name"] == "resmux", body
+
+
+def test_the_metrics_listener_answers_probes_while_their_own_address_floods_it(serve):
     metrics = ("127.0.0.1", free_port())
     server = serve(args=("--metrics", f"{metrics[0]}:{metrics[1]}"))
     base = f"http://{metrics[0]}:{metrics[1]}"
-    # The listener holds 64 connections, 8 from one source.
-    with Flood(metrics, "127.0.0.2", 64):
-        assert logged(server, "closed a connection: source 127.0.0.2 holds 8 connections, the most one source may hold")
+    # The listener holds 64 connections, from any source: the flood asks
+    # for more than all of them, from the prober's own address.
+    with Flood(metrics, "127.0.0.1", 69):
+        assert logged(server, EVICTED + "source 127.0.0.1 holds 64 connections, the most one source may hold")
         for _ in range(5):
             assert answered_within(f"{base}/healthz", 5) == (200, "live\n")
             assert answered_within(f"{base}/readyz", 5) == (200, "ready\n")
-            status, _ = answered_within(f"{base}/metrics", 5)
+            status, body = answered_within(f"{base}/metrics", 5)
             assert status == 200
+            assert "# TYPE" in body, body
 
 
-def test_connections_over_the_cap_are_closed_and_the_server_keeps_answering(serve):
+def closed_by_resmux(connection):
+    """Whether resmux closes `connection` (its read ends, or is reset)
+    within 10 s; a connection still open then reads as a timeout."""
+    connection.settimeout(10)
+    try:
+        return connection.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def healthz_on(connection):
+    """The answer to a `/healthz` asked on `connection`, which stays open."""
+    connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    connection.settimeout(5)
+    answer = b""
+    while not answer.endswith(b"\r\n\r\nlive\n"):
+        chunk = connection.recv(4096)
+        assert chunk, answer  # closed before the whole answer came
+        answer += chunk
+    return answer
+
+
+def test_over_the_cap_the_connection_waiting_longest_makes_room_for_a_newcomer(serve):
     # One source may hold all 8 here, so that it meets the cap.
     server = serve(args=("--max-connections", "8", "--max-connections-per-source", "8"))
-    held = [raw_connection(server.url) for _ in range(8)]
-    for connection in held:
+    held = []
+    for _ in range(8):
+        connection = raw_connection(server.url)
         connection.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-    extra = raw_connection(server.url)
-    extra.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-    try:
-        answer = extra.recv(1024)
-    except ConnectionResetError:
-        answer = b""  # closed before reading the request: a reset
-    assert answer == b"", answer
-    extra.close()
-    assert logged(server, "8 connections are open, the most allowed")
-    for connection in held:
+        held.append(connection)
+    # A newcomer that sends its request gets in and is answered, and the
+    # connection that has waited longest is closed for it, not the newcomer.
+    first = raw_connection(server.url)
+    assert healthz_on(first).startswith(b"HTTP/1.1 200 "), "the newcomer was not answered"
+    assert closed_by_resmux(held[0])
+    assert logged(server, EVICTED + "source 127.0.0.1 holds 8 connections, the most one source may hold")
+    # The first newcomer, answered, stays open and waits for its next
+    # request, since just now: the next newcomer takes the second place.
+    second = raw_connection(server.url)
+    assert healthz_on(second).startswith(b"HTTP/1.1 200 ")
+    assert closed_by_resmux(held[1])
+    status, body = answered_within(server.url, 5, INITIALIZE)
+    assert status == 200, body
+    assert initialize_result(body)["serverInfo"]["name"] == "resmux", body
+    assert closed_by_resmux(held[2])
+    # Both newcomers are still open: each answers its next request.
+    assert healthz_on(first).startswith(b"HTTP/1.1 200 ")
+    assert healthz_on(second).startswith(b"HTTP/1.1 200 ")
+    for connection in [*held, first, second]:
         connection.close()
-    deadline = time.monotonic() + 20
-    while True:
-        request = urllib.request.Request(server.url, data=INITIALIZE, method="POST", headers=HEADERS)
-        try:
-            with urllib.request.urlopen(request, timeout=5) as response:
-                assert response.status == 200
-                break
-        except (urllib.error.URLError, ConnectionError):
-            assert time.monotonic() < deadline, "the server never took a connection again"
-            time.sleep(0.1)
 
 
 def test_one_client_breaking_a_path_locks_out_nobody_else(serve, tmp_path):

@@ -8,12 +8,11 @@ not. An issuer that never answers holds a request no longer than the
 issuer's deadline."""
 
 import asyncio
-import json
 import time
 
 import pytest
 
-from conftest import connect
+from conftest import audit_lines, connect
 from idp import (
     ISSUER_DEADLINE,
     NODE,
@@ -65,7 +64,7 @@ def test_an_opaque_token_the_issuer_vouches_for_is_let_in_as_its_client(opaque):
 
     note = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert note.contents[0].text.startswith("# Welcome")
-    line = json.loads(opaque.audit.read_text().splitlines()[0])
+    line = audit_lines(opaque.audit, 1)[0]
     assert (line["client"], line["subject"], line["client_id"], line["decision"]) == (
         "oauth:reader",
         "reader",

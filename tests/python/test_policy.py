@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from conftest import BINARY, PLUGINS, ROOT, all_resource_uris, connect
+from conftest import BINARY, PLUGINS, ROOT, all_resource_uris, audit_lines, connect
 from idp import claims, protected
 
 POLICY = """
@@ -139,7 +139,7 @@ def test_a_policy_holds_for_every_spelling_of_a_uri_the_plugin_would_serve_alike
 
     refused, folder = run(scenario())
     assert refused == [f"resource {uri} {UNSEEN}" for uri in spellings]
-    decisions = [json.loads(line) for line in policed.audit.read_text().splitlines()]
+    decisions = audit_lines(policed.audit, len(spellings))
     assert [(line["decision"], line["policies"]) for line in decisions[: len(spellings)]] == [
         ("deny", ["nobody sees the operators' guide"])
     ] * len(spellings)
@@ -226,7 +226,7 @@ def test_every_decision_is_audited_with_the_policies_that_made_it(policed):
                 await session.complete({"type": "ref/resource", "uri": "notes://notes/{id}"}, {"name": "id", "value": ""})
 
     run(scenario())
-    lines = [json.loads(line) for line in policed.audit.read_text().splitlines()]
+    lines = audit_lines(policed.audit, 4)
     summary = [
         (line["client"], line["subject"], line["client_id"], line["action"], line["uri"], line["decision"], line["policies"], line["outcome"])
         for line in lines

@@ -7,10 +7,12 @@ registry, picked up live by three replicas behind haproxy."""
 import asyncio
 import base64
 import hashlib
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -284,8 +286,87 @@ def test_a_registry_serving_other_bytes_for_a_pinned_digest_is_refused(serve, re
     plugins = folder_with_notes(tmp_path)
     remote(plugins, "tampered", f"{store.host}/team/tampered@{digest}", keys, AIR_GAPPED)
     server = serve(plugins=plugins, env={"RESMUX_CACHE_DIR": str(tmp_path / "cache")})
-    assert logged(server, "the registry served other bytes for " + manifest["layers"][0]["digest"]), "".join(server.log)
+    tampered = blob.read_bytes()
+    served = f"the registry served other bytes for {manifest['layers'][0]['digest']} " \
+        f"(they hash to sha256:{hashlib.sha256(tampered).hexdigest()})"
+    assert logged(server, served), "".join(server.log)
     assert list((tmp_path / "cache/oci/components").iterdir()) == []
+
+
+class HostileRegistry:
+    """A registry as an attacker who took it over would run it, on a free
+    loopback port: `/team/endless` serves a manifest whose body never ends
+    (no length declared), `/team/huge` one that declares 100 MB and then
+    trickles; each is written for as long as the client reads."""
+
+    def __init__(self):
+        registry = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if self.path == "/v2/":
+                    self.send_response(200)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", OCI_MANIFEST)
+                if "/team/huge/" in self.path:
+                    self.send_header("Content-Length", str(100 * 1000 * 1000))
+                self.end_headers()
+                try:
+                    self.wfile.write(b'{"schemaVersion":2,"layers":[')
+                    for _ in range(32 * 1024):
+                        self.wfile.write(b"{}," * 21845)
+                        registry.served += 65535
+                        if "/team/huge/" in self.path:
+                            time.sleep(0.1)
+                except OSError:
+                    pass
+
+        self.served = 0
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+
+
+def peak_kib(pid):
+    """The most memory the process `pid` ever held, in KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+
+
+def test_a_hostile_registrys_endless_or_huge_manifest_is_refused_within_its_bound(serve, keys, tmp_path):
+    hostile = HostileRegistry()
+    plugins = folder_with_notes(tmp_path)
+    refused = {name: f"{hostile.host}/team/{name}:1.0" for name in ["endless", "huge"]}
+    for name, reference in refused.items():
+        remote(plugins, name, reference, keys, AIR_GAPPED)
+    try:
+        server = serve(plugins=plugins, env={"RESMUX_CACHE_DIR": str(tmp_path / "cache")})
+        for name, reference in refused.items():
+            assert logged(server, f"oci {reference} refused"), (name, "".join(server.log))
+            line = next(line for line in server.log if f"oci {reference} refused" in line)
+            assert f"the registry's manifest at http://{hostile.host}/v2/team/{name}/manifests/1.0 " \
+                "is larger than 4 MiB, the most resmux reads" in line, line
+            assert f"{name}.toml" in line, line
+        # Read no further than the bound: what the endless one wrote before
+        # the connection closed is the bound and what the socket buffers.
+        peak = peak_kib(server.process.pid)
+        assert peak < 512 * 1024, f"resmux peaked at {peak} KiB reading a hostile manifest"
+
+        async def scenario():
+            async with Client(server.url, mode="auto", cache=None) as client:
+                return await read_text(client, "notes://notes/welcome")
+
+        assert asyncio.run(asyncio.wait_for(scenario(), 60)).startswith("# Welcome")
+    finally:
+        hostile.stop()
 
 
 def test_pulled_components_serve_from_the_cache_with_the_registry_down(serve, registry, keys, tmp_path):

@@ -106,6 +106,42 @@ pub fn release_fifo(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
+/// Opens the FIFO at `path` for reading without waiting for a writer, so
+/// that a writer's open of it does not wait either: held and never read,
+/// it leaves every write past the pipe's buffer blocked.
+pub fn hold_fifo_unread(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+}
+
+/// The lines of the audit log at `path`, parsed, once it holds at least
+/// `count` whole ones, waiting for at most [`EXCHANGE_TIMEOUT`]: resmux
+/// appends them from a thread of its own, so a line may reach the file
+/// just after its answer reached the client.
+pub async fn audit_lines(path: &Path, count: usize) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let whole = text.rfind('\n').map_or("", |end| &text[..=end]);
+        if whole.lines().count() >= count {
+            return whole
+                .lines()
+                .map(|line| {
+                    serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}"))
+                })
+                .collect();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{count} audit lines were not written within {EXCHANGE_TIMEOUT:?}: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The compile cache the tests share, so each component compiles once.
 pub fn cache_dir() -> PathBuf {
     workspace().join("target/test-cache")
@@ -189,6 +225,22 @@ pub fn liar_with(limits: &str) -> Folder {
     let folder = liar_granted_data(&format!("[limits]\n{limits}\n"));
     folder.file("data/x.txt", b"x");
     folder
+}
+
+/// Adds the `notes` example to `folder` as `later`, and asserts that the
+/// server mounts it and that it answers: the folder is still watched, and
+/// new plugins still start.
+pub async fn a_plugin_added_later_serves(server: &mut RawServer, folder: &Folder) {
+    folder.plugin("later", "notes");
+    server
+        .wait_for_log("plugin added scheme=\"later\"", 1, EXCHANGE_TIMEOUT)
+        .await;
+    assert!(
+        server
+            .read_text("later://notes/welcome")
+            .await
+            .starts_with("# Welcome")
+    );
 }
 
 /// Asserts that the `notes` example still answers.
@@ -542,6 +594,11 @@ impl RawServer {
         self.response(id).await
     }
 
+    /// Whether the response with `id` came while waiting for another.
+    pub fn has_answered(&self, id: u64) -> bool {
+        self.early.iter().any(|m| m.get("id") == Some(&json!(id)))
+    }
+
     /// Waits for the response with `id`, keeping notifications, and
     /// responses to other requests sent with [`Self::send`], aside.
     pub async fn response(&mut self, id: u64) -> Result<Value> {
@@ -839,5 +896,28 @@ pub async fn wait_until_ready(address: &str) -> Result<()> {
             bail!("http://{address}/readyz did not answer ready within {EXCHANGE_TIMEOUT:?}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until `count` calls of `plugin` run at once, as the metrics at
+/// `metrics` show them: its instances alive, less those idle, are each in
+/// a call.
+pub async fn until_calls_run(metrics: &str, plugin: &str, count: usize) {
+    let alive = format!("resmux_plugin_instances{{plugin=\"{plugin}\"}}");
+    let idle = format!("resmux_plugin_idle_instances{{plugin=\"{plugin}\"}}");
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    loop {
+        // One scrape for both figures, so that they are of one moment.
+        let exposition = scrape(metrics);
+        let figure = |series: &str| sample_in(&exposition, series).unwrap_or(0.0);
+        let running = figure(&alive) - figure(&idle);
+        if running >= count as f64 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{running} calls of {plugin} ran at once, not {count}: {exposition}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use resmux_tests::{
     EXCHANGE_TIMEOUT, Folder, RawServer, error_message, free_address, liar_with, mkfifo,
-    notes_still_answer, release_fifo, sample, sample_in, scrape, stuck_on_a_fifo,
+    notes_still_answer, release_fifo, sample, stuck_on_a_fifo, until_calls_run, wait_for_sample,
 };
 use serde_json::json;
 
@@ -239,6 +239,7 @@ async fn threads_stuck_in_a_plugins_files_stay_within_its_call_slots() {
         assert!(
             message.contains("exceeded its time limit of 1000 ms in read")
                 || message.contains("is busy: its 4 call slots")
+                || message.contains("is wedged: 4 of its 4 call slots")
                 || message.contains("is quarantined"),
             "{response}"
         );
@@ -255,27 +256,47 @@ async fn threads_stuck_in_a_plugins_files_stay_within_its_call_slots() {
     server.stop().await.unwrap();
 }
 
-/// Waits until `count` calls of `plugin` run at once, as the metrics at
-/// `metrics` show them: its instances alive, less those idle, are each in
-/// a call.
-async fn until_calls_run(metrics: &str, plugin: &str, count: usize) {
-    let alive = format!("resmux_plugin_instances{{plugin=\"{plugin}\"}}");
-    let idle = format!("resmux_plugin_idle_instances{{plugin=\"{plugin}\"}}");
-    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
-    loop {
-        // One scrape for both figures, so that they are of one moment.
-        let exposition = scrape(metrics);
-        let figure = |series: &str| sample_in(&exposition, series).unwrap_or(0.0);
-        let running = figure(&alive) - figure(&idle);
-        if running >= count as f64 {
-            return;
-        }
+#[tokio::test]
+async fn a_plugin_wedged_by_calls_stuck_in_its_files_says_so_and_refuses_at_once() {
+    let folder = liar_with("concurrent_calls = 2\ntimeout_ms = 500");
+    let fifo = folder.path().join("data/fifo");
+    mkfifo(&fifo);
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    // The attack: two reads open a FIFO nobody writes to, each past its
+    // time limit, and their file operations hold both call slots.
+    for _ in 0..2 {
+        let error = server.read_error("liar://open//data/fifo").await;
         assert!(
-            tokio::time::Instant::now() < deadline,
-            "{running} calls of {plugin} ran at once, not {count}: {exposition}"
+            error.contains("plugin liar exceeded its time limit of 500 ms in read"),
+            "{error}"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let stuck = "resmux_plugin_stuck_calls{plugin=\"liar\"}";
+    wait_for_sample(&metrics, stuck, "both calls stuck", |value| value == 2.0).await;
+    let said = "a call of read is stuck past its time limit";
+    let log = server.wait_for_log(said, 1, EXCHANGE_TIMEOUT).await;
+    // A read that needs no file is refused at once, saying why, instead of
+    // waiting a time limit for a slot.
+    let refused = server.read_error("liar://honest").await;
+    assert!(
+        refused.contains(
+            "plugin liar is wedged: 2 of its 2 call slots are held by calls stuck past their time limit of 500 ms"
+        ),
+        "{refused}"
+    );
+    notes_still_answer(&mut server).await;
+    // The FIFO opens: the stuck calls end, the plugin serves again, and
+    // the first stuck call was told once.
+    let _writer = release_fifo(&fifo).unwrap();
+    wait_for_sample(&metrics, stuck, "no call stuck", |value| value == 0.0).await;
+    let log_after = server
+        .wait_for_log("no call is stuck any more", 1, EXCHANGE_TIMEOUT)
+        .await;
+    assert_eq!(log_after.matches(said).count(), 1, "{log}");
+    assert_eq!(server.read_text("liar://honest").await, "a lie");
+    server.stop().await.unwrap();
 }
 
 #[tokio::test]

@@ -1,15 +1,17 @@
-//! Faults around a serving resmux: an audit log that cannot be written or
-//! is moved away; a compile cache that cannot be made, on a full or
-//! read-only disk, or left behind by a resmux killed while compiling;
-//! a plugin folder removed, put back and replaced by a symlink while
-//! serving; SIGTERM with requests in flight and a plugin stuck on a FIFO.
+//! Faults around a serving resmux: an audit log that cannot be written, is
+//! moved away or is never read (a FIFO); a compile cache that cannot be
+//! made, on a full or read-only disk, or left behind by a resmux killed
+//! while compiling; a plugin folder removed, put back and replaced by a
+//! symlink while serving; SIGTERM with requests in flight and a plugin
+//! stuck on a FIFO.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use resmux_tests::{
-    Folder, RawServer, digest_of, error_message, liar_granted_data, mkfifo, resmux_bin,
+    Folder, RawServer, digest_of, error_message, free_address, hold_fifo_unread, liar_granted_data,
+    mkfifo, resmux_bin, sample, wait_for_sample,
 };
 use serde_json::json;
 
@@ -124,6 +126,154 @@ async fn an_audit_log_moved_away_is_written_anew_at_its_path() {
         .map(|line| line["uri"].as_str().unwrap())
         .collect();
     assert_eq!(uris, [NOTE, "notes://notes/groceries"], "{lines:?}");
+}
+
+/// Reads sent at once, then answered, while an audit log that is never
+/// read fills up.
+const BURST: usize = 256;
+/// Reads enough to fill a pipe's 64 KiB and the audit queue's 16,384 lines
+/// past any doubt.
+const MOST_READS: usize = 24_576;
+/// How long a read may take while the audit log is stalled.
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+/// An audit log whose path is a FIFO, its read end held by someone who
+/// never reads, as anyone who can put a FIFO at that path (or a log
+/// shipper that hangs) would: the pipe fills, the writer thread blocks,
+/// then its queue fills. Reads go on being answered at once, and every line
+/// past the queue is dropped, counted and logged once; stopping waits for
+/// the stalled log only so long.
+#[tokio::test]
+async fn an_audit_log_nobody_reads_delays_no_answer() {
+    let folder = pinned_notes();
+    let beside = tempfile::tempdir().unwrap();
+    let fifo = beside.path().join("audit.fifo");
+    mkfifo(&fifo);
+    // Held, so that resmux's open of the write end finds a reader, and
+    // never read.
+    let _unread = hold_fifo_unread(&fifo).unwrap();
+    let metrics = free_address();
+    let mut server = RawServer::start(
+        folder.path(),
+        &["--audit-log", fifo.to_str().unwrap(), "--metrics", &metrics],
+    )
+    .unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let dropped_lines = "resmux_audit_lines_dropped_total";
+    assert_eq!(sample(&metrics, dropped_lines), Some(0.0));
+    let mut reads = 0;
+    // Every burst answered: the audit log holds no read up.
+    while sample(&metrics, dropped_lines).is_none_or(|dropped| dropped < 1.0) {
+        assert!(
+            reads < MOST_READS,
+            "{reads} reads and no audit line dropped"
+        );
+        let mut sent = Vec::with_capacity(BURST);
+        for _ in 0..BURST {
+            sent.push(server.send_read(NOTE).await.unwrap());
+        }
+        for id in sent {
+            let answered = server.response(id).await.unwrap();
+            assert!(
+                answered["result"]["contents"][0]["text"].is_string(),
+                "{answered}"
+            );
+        }
+        reads += BURST;
+    }
+    let dropped = sample(&metrics, dropped_lines).unwrap();
+    // Once lines are dropped, a read is answered as soon as ever.
+    let text = tokio::time::timeout(PROMPTLY, server.read_text(NOTE))
+        .await
+        .expect("a read answered promptly while the audit log is stalled");
+    assert!(text.contains("served by a WebAssembly plugin"), "{text}");
+    wait_for_sample(
+        &metrics,
+        dropped_lines,
+        "the line of the last read was not dropped",
+        |now| now > dropped,
+    )
+    .await;
+    let behind = "does not keep up (16384 lines wait for it); requests are served and their \
+                  lines dropped until it does";
+    server.wait_for_log(behind, 1, PATIENCE).await;
+    let stderr = server.stop().await.unwrap();
+    assert_eq!(stderr.matches("does not keep up").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the audit log {} was not written within 2000 ms of stopping; the lines still \
+             queued are lost",
+            fifo.display()
+        )),
+        "{stderr}"
+    );
+}
+
+/// The same FIFO in locked mode, where nothing is served unaudited: once
+/// the pipe is full, a read waits for its line at most 2 s and is refused,
+/// naming the bound, and the wait holds no thread: a listing sent behind a
+/// waiting read is answered first.
+#[tokio::test]
+async fn a_locked_audit_log_nobody_reads_refuses_reads_within_its_bound() {
+    let folder = pinned_notes();
+    let beside = tempfile::tempdir().unwrap();
+    let fifo = beside.path().join("audit.fifo");
+    mkfifo(&fifo);
+    let _unread = hold_fifo_unread(&fifo).unwrap();
+    let mut server = RawServer::start(
+        folder.path(),
+        &["--audit-log", fifo.to_str().unwrap(), "--locked"],
+    )
+    .unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let refusal = "refused: the audit log was not written within 2000 ms, and locked mode serves \
+                   nothing unaudited";
+    // Reads are answered while the pipe takes their lines, then refused.
+    let mut reads = 0;
+    loop {
+        assert!(reads < 4096, "{reads} reads and none refused");
+        let mut sent = Vec::with_capacity(64);
+        for _ in 0..64 {
+            sent.push(server.send_read(NOTE).await.unwrap());
+        }
+        let mut refused = 0;
+        for id in sent {
+            let answered = server.response(id).await.unwrap();
+            match answered.get("error") {
+                Some(_) => {
+                    assert_eq!(error_message(&answered), refusal, "{answered}");
+                    refused += 1;
+                }
+                None => assert!(
+                    answered["result"]["contents"][0]["text"].is_string(),
+                    "{answered}"
+                ),
+            }
+        }
+        reads += 64;
+        if refused > 0 {
+            break;
+        }
+    }
+    let waiting = server.send_read(NOTE).await.unwrap();
+    let listing = server.send("resources/list", json!({})).await.unwrap();
+    let first = loop {
+        let message = server.next_message().await.unwrap();
+        if message.get("id").is_some() {
+            break message;
+        }
+    };
+    assert_eq!(first["id"], json!(listing), "{first}");
+    let read = server.response(waiting).await.unwrap();
+    assert_eq!(error_message(&read), refusal, "{read}");
+    let stalled = format!(
+        "the audit log {} was not written within 2000 ms; requests are refused until it is \
+         (locked mode)",
+        fifo.display()
+    );
+    server.wait_for_log(&stalled, 1, PATIENCE).await;
+    let stderr = server.stop().await.unwrap();
+    assert_eq!(stderr.matches(&stalled).count(), 1, "{stderr}");
 }
 
 /// A folder with `notes` and the conformance fixtures.

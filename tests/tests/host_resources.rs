@@ -194,11 +194,14 @@ async fn calls_stuck_on_a_fifo_fail_at_their_timeout_and_block_nothing_else() {
             "{message}"
         );
     }
-    // Its 8 call slots stay with the 8 stuck threads.
-    let busy = server.read("liar://honest").await.unwrap();
+    // Its 8 call slots stay with the 8 stuck threads, and the plugin's
+    // calls are refused at once, saying so.
+    let wedged = server.read("liar://honest").await.unwrap();
     assert!(
-        error_message(&busy).contains("plugin liar is busy: its 8 call slots"),
-        "{busy}"
+        error_message(&wedged).contains(
+            "plugin liar is wedged: 8 of its 8 call slots are held by calls stuck past their time limit of 1000 ms"
+        ),
+        "{wedged}"
     );
     // A writer frees the stuck threads, and with them the plugin's slots:
     // opening the other end is what their opens wait for (writing would

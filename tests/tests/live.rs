@@ -2,7 +2,8 @@
 //! client is connected (opening no component but the one that changed), and
 //! subscriptions in both eras, fed by the `files` plugin's change reports and
 //! by the watch on granted directories, which never follows a link out of a
-//! grant and stops at its bound.
+//! grant, stops at its bound, stays on the directory resmux holds whatever
+//! becomes of its path, and costs what the change costs, not the grant.
 
 use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use resmux_tests::{
     EXCHANGE_TIMEOUT, Folder, RawServer, component, first_change_report, free_address, liar_with,
-    mkfifo, release_fifo, until_stuck_on_a_fifo, wait_for_sample,
+    mkfifo, release_fifo, sample, until_stuck_on_a_fifo, wait_for_sample,
 };
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
@@ -734,5 +735,198 @@ async fn grant_watches_stop_at_their_bound_and_polling_finds_changes_beyond() {
         .await
         .unwrap();
     assert_eq!(updated["params"]["uri"], deep, "{updated}");
+    server.stop().await.unwrap();
+}
+
+/// Waits until process `pid` watches `directory`.
+async fn until_watched(pid: u32, directory: &Path) {
+    let inode = std::fs::metadata(directory).unwrap().ino();
+    let deadline = tokio::time::Instant::now() + EXCHANGE_TIMEOUT;
+    while !watched_inodes(pid).contains(&inode) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} was not watched within {EXCHANGE_TIMEOUT:?}",
+            directory.display()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The CPU time process `pid` has spent so far, all its threads together:
+/// `utime` and `stime` of `/proc/PID/stat`, in clock ticks of 10 ms (the
+/// kernel's `USER_HZ`, 100 on every Linux target).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command's name, in parentheses, may hold spaces; the fields after
+    // it start at the third, the state.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+#[tokio::test]
+async fn a_directory_made_in_a_large_grant_costs_the_host_what_it_costs_in_a_small_one() {
+    const FILES: usize = 50_000;
+    const SHELVES: usize = 50;
+    const DIRECTORIES: u32 = 50;
+    // The plugin lists `live` only, so that its change reports stay small,
+    // while the grant (and the watch) is all of `data`.
+    let folder = Folder::new();
+    folder.plugin("files", "files").manifest(
+        "files",
+        "[config]\nroot = \"/data/live\"\n[[files]]\nhost = \"data\"\nguest = \"/data\"\n[changes]\ninterval_ms = 60000\n",
+    );
+    folder.file("data/live/a.txt", b"first");
+    let data = folder.path().canonicalize().unwrap().join("data");
+    for shelf in 0..SHELVES {
+        let shelf = data.join(format!("bulk/{shelf:02}"));
+        std::fs::create_dir_all(&shelf).unwrap();
+        for file in 0..FILES / SHELVES {
+            std::fs::File::create(shelf.join(format!("{file:04}"))).unwrap();
+        }
+    }
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    let pid = server.pid();
+    // The first walk, the only one to read the entries of the whole grant,
+    // is over.
+    for shelf in 0..SHELVES {
+        until_watched(pid, &data.join(format!("bulk/{shelf:02}"))).await;
+    }
+
+    // One directory at a time, each seen before the next is made, as a
+    // plugin churning directories would make them: each is a change of its
+    // own. Nobody is subscribed, so no change report runs meanwhile.
+    let live = data.join("live");
+    let before = cpu_time(pid);
+    for made in 0..DIRECTORIES {
+        let directory = live.join(format!("d{made:02}"));
+        std::fs::create_dir(&directory).unwrap();
+        until_watched(pid, &directory).await;
+    }
+    let spent = cpu_time(pid) - before;
+    let each = spent / DIRECTORIES;
+    assert!(
+        each < Duration::from_millis(5),
+        "each directory made in a grant of {FILES} files cost resmux {each:?} of CPU time \
+         ({spent:?} for {DIRECTORIES}): its watch reads more than the new directory"
+    );
+
+    // A file in a new directory is news: the directory is watched (its own
+    // poke goes before anyone subscribes), then the file changes.
+    let fresh = live.join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    std::fs::write(fresh.join("new.txt"), "first").unwrap();
+    until_watched(pid, &fresh).await;
+    let subscribed = server
+        .request(
+            "resources/subscribe",
+            json!({ "uri": "files://fresh/new.txt" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    first_change_report(&metrics, "files").await;
+    rewrite(&folder, "data/live/fresh/new.txt", "second");
+    let updated = server
+        .notification("notifications/resources/updated", |_| true)
+        .await
+        .unwrap();
+    assert_eq!(
+        updated["params"]["uri"], "files://fresh/new.txt",
+        "{updated}"
+    );
+    // And a file made there.
+    rewrite(&folder, "data/live/fresh/other.txt", "a new file");
+    server
+        .notification("notifications/resources/list_changed", |_| true)
+        .await
+        .unwrap();
+    server.stop().await.unwrap();
+}
+
+/// The change reports of `plugin` taken so far.
+fn change_reports(metrics: &str, plugin: &str) -> f64 {
+    let series = format!(
+        r#"resmux_plugin_calls_total{{plugin="{plugin}",operation="changes",outcome="ok"}}"#
+    );
+    sample(metrics, &series).unwrap_or(0.0)
+}
+
+/// Changes `other/a.txt`, served by the `gate` plugin, and waits until its
+/// subscriber hears of it. The change reports of one poke are taken one
+/// plugin at a time, in the order of their schemes, and `gate` comes after
+/// `files`: once this is heard, every poke of `files` made before the change
+/// has had its report taken.
+async fn through_the_gate(server: &mut RawServer, folder: &Folder, text: &str) {
+    rewrite(folder, "other/a.txt", text);
+    server
+        .notification("notifications/resources/updated", |message| {
+            message["params"]["uri"] == "gate://a.txt"
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_grant_watch_stays_on_the_directory_resmux_holds_when_its_path_names_another() {
+    let folder = files_plugin(60_000, "read-only");
+    folder
+        .file("data/a.txt", b"first")
+        .plugin("gate", "files")
+        .manifest(
+            "gate",
+            "[config]\nroot = \"/other\"\n[[files]]\nhost = \"other\"\nguest = \"/other\"\n[changes]\ninterval_ms = 60000\n",
+        )
+        .file("other/a.txt", b"first");
+    let plugins = folder.path().canonicalize().unwrap();
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    for uri in ["files://a.txt", "gate://a.txt"] {
+        let subscribed = server
+            .request("resources/subscribe", json!({ "uri": uri }))
+            .await
+            .unwrap();
+        assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    }
+    first_change_report(&metrics, "files").await;
+    first_change_report(&metrics, "gate").await;
+
+    // The granted directory moves away, and another takes its path.
+    std::fs::rename(plugins.join("data"), plugins.join("held")).unwrap();
+    std::fs::create_dir(plugins.join("data")).unwrap();
+    through_the_gate(&mut server, &folder, "second").await;
+    let before = change_reports(&metrics, "files");
+
+    // A change in the directory now at the granted path is nothing to the
+    // plugin, which still reads the one it was granted.
+    rewrite(&folder, "data/a.txt", "a decoy at the granted path");
+    through_the_gate(&mut server, &folder, "third").await;
+    assert_eq!(
+        change_reports(&metrics, "files"),
+        before,
+        "a change in the directory now at the granted path poked the plugin"
+    );
+
+    // A change in the directory resmux holds is news.
+    rewrite(&folder, "held/a.txt", "second");
+    let updated = server
+        .notification("notifications/resources/updated", |message| {
+            message["params"]["uri"] == "files://a.txt"
+        })
+        .await
+        .unwrap();
+    assert_eq!(updated["params"]["uri"], "files://a.txt", "{updated}");
+    assert_eq!(server.read_text("files://a.txt").await, "second");
+    through_the_gate(&mut server, &folder, "fourth").await;
+    assert_eq!(
+        change_reports(&metrics, "files"),
+        before + 1.0,
+        "the plugin was poked for more than the change in the directory resmux holds"
+    );
     server.stop().await.unwrap();
 }

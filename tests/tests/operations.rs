@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use resmux_tests::{
-    EXCHANGE_TIMEOUT, Folder, RawServer, free_address, http_get, http_post, resmux_bin, sample,
-    wait_until_ready,
+    EXCHANGE_TIMEOUT, Folder, RawServer, audit_lines, free_address, http_get, http_post,
+    resmux_bin, sample, wait_until_ready,
 };
 use serde_json::Value;
 
@@ -818,16 +818,12 @@ async fn the_console_shows_a_stdio_server_its_plugins_and_its_audited_reads() {
     let read: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(read["decision"]["guarded"], false, "{read}");
     assert_eq!(read["result"]["contents"][0]["text"], text, "{read}");
-    let logged = std::fs::read_to_string(&audit).unwrap();
-    let lines: Vec<Value> = logged
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let lines = audit_lines(&audit, 2).await;
     let vias: Vec<&str> = lines
         .iter()
         .map(|line| line["via"].as_str().unwrap())
         .collect();
-    assert_eq!(vias, ["resources/read", "console"], "{logged}");
+    assert_eq!(vias, ["resources/read", "console"], "{lines:?}");
 
     // A client's name on a server without tokens names nobody.
     let (status, body) = http_get(&metrics, "/console/api/resources?as=alice", &bearer).unwrap();

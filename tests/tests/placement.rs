@@ -44,10 +44,12 @@ async fn four_reads_stick_holding_the_plugins_slots_and_threads(
         vec!["files:liar"; 4],
         "the plugin's own threads, none of the host's"
     );
-    let busy = server.read("liar://honest").await.unwrap();
+    let wedged = server.read("liar://honest").await.unwrap();
     assert!(
-        error_message(&busy).contains("plugin liar is busy: its 4 call slots"),
-        "the stuck operations keep their calls' slots: {busy}"
+        error_message(&wedged).contains(
+            "plugin liar is wedged: 4 of its 4 call slots are held by calls stuck past their time limit of 1000 ms"
+        ),
+        "the stuck operations keep their calls' slots, and say so: {wedged}"
     );
     notes_still_answer(server).await;
 }
@@ -118,10 +120,12 @@ async fn a_call_that_waits_for_ever_gives_its_slot_back_within_ten_time_limits()
         );
     }
     let started = Instant::now();
-    let busy = server.read("liar://honest").await.unwrap();
+    let wedged = server.read("liar://honest").await.unwrap();
     assert!(
-        error_message(&busy).contains("plugin liar is busy: its 2 call slots"),
-        "{busy}"
+        error_message(&wedged).contains(
+            "plugin liar is wedged: 2 of its 2 call slots are held by calls stuck past their time limit of 200 ms"
+        ),
+        "{wedged}"
     );
     notes_still_answer(&mut server).await;
     // Within ten more time limits (2 s) of their own, the slots come back.

@@ -13,16 +13,17 @@
 //! ([`Fingerprint::now`]). A replacement that fails to load, such
 //! as a half-copied component or a broken manifest, leaves the old version
 //! serving and says why; the next change tries again. The directories and
-//! files granted to each plugin are watched too ([`GrantWatch`], which never
-//! leaves a grant): a change there (not a mere read, such as the plugin's
-//! own) pokes the plugin's change report, so subscribers hear of it without
-//! waiting for the next poll, and ends the use of the plugin's listing
-//! snapshots for new walks. The namespace knows which plugins have every
-//! grant watched, so that a listing that follows its files is walked again
-//! only after such a change. A component pulled by a tag has its tag looked
-//! up every `[pull] poll_interval_s`; a new digest is pulled, verified and
-//! put in place exactly as a replaced file is. A pinned digest is never
-//! looked up again.
+//! files granted to each plugin are watched too, from the directories resmux
+//! holds for them rather than their paths ([`GrantWatch`], which never leaves
+//! a grant, and looks again only at what changed): a change there (not a
+//! mere read, such as the plugin's own) pokes the plugin's change report, so
+//! subscribers hear of it without waiting for the next poll, and ends the
+//! use of the plugin's listing snapshots for new walks. The namespace knows
+//! which plugins have every grant watched, so that a listing that follows
+//! its files is walked again only after such a change. A component pulled
+//! by a tag has its tag looked up every `[pull] poll_interval_s`; a new
+//! digest is pulled, verified and put in place exactly as a replaced file
+//! is. A pinned digest is never looked up again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -37,10 +38,12 @@ use tokio::sync::Notify;
 use super::folder_watch::FolderWatch;
 use super::grant_watch::GrantWatch;
 use super::registry::{Remote, current_digest};
-use super::{Entry, Failure, Fingerprint, Loaded, Rules, Source, load, scan};
+use super::{Entry, Failure, Fingerprint, Loaded, Loading, Rules, Source, load, scan};
+use crate::grants::WatchedGrant;
 use crate::namespace::Namespace;
+use crate::runtime::PoolShareFull;
 use crate::runtime::Runtime;
-use crate::telemetry::board;
+use crate::telemetry::{board, retrying};
 
 /// Quiet time after the last write before a change is acted on.
 const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -49,12 +52,23 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 /// reading of the folder.
 const MOST_SETTLING: Duration = Duration::from_secs(3);
 
+/// The first wait before a plugin refused for a reason that passes is
+/// tried again; each refusal after doubles it, up to [`MOST_RETRY_WAIT`].
+pub(super) const FIRST_RETRY_WAIT: Duration = Duration::from_secs(1);
+const MOST_RETRY_WAIT: Duration = Duration::from_secs(60);
+
+/// A plugin refused for a reason that passes, and when it is tried again.
+struct Retry {
+    wait: Duration,
+    next: Instant,
+}
+
 /// What serves one scheme.
 struct Serving {
     declared_by: PathBuf,
     fingerprint: Fingerprint,
-    /// Host paths granted to the plugin.
-    granted: Vec<PathBuf>,
+    /// The directories held for the plugin's grants, as it loaded.
+    granted: Vec<WatchedGrant>,
     /// How often, and when next, its tag is looked up, if it was pulled
     /// by a tag.
     poll: Option<(Duration, Instant)>,
@@ -69,17 +83,21 @@ struct LiveFolder {
     rules: Rules,
     namespace: Arc<Namespace>,
     serving: BTreeMap<String, Serving>,
+    /// Plugins refused for a reason that passes, by the file that declares
+    /// them: the folder is read again when the first is due.
+    retrying: BTreeMap<PathBuf, Retry>,
     grants: GrantWatch,
 }
 
 /// Watches `folder` and applies every change to `namespace`, which serves
-/// `loaded` now; runs until the process ends.
+/// what `loading` loaded now; what it refused for a reason that passes is
+/// tried again; runs until the process ends.
 pub fn spawn(
     folder: &Path,
     runtime: Runtime,
     rules: Rules,
     namespace: Arc<Namespace>,
-    loaded: &[Loaded],
+    loading: &Loading,
 ) -> Result<()> {
     let changed = Arc::new(Notify::new());
     let mut live = LiveFolder {
@@ -88,9 +106,18 @@ pub fn spawn(
         runtime,
         rules,
         namespace,
-        serving: loaded.iter().map(serving).collect(),
+        serving: loading.loaded.iter().map(serving).collect(),
+        retrying: BTreeMap::new(),
         grants: GrantWatch::start()?,
     };
+    for failure in &loading.failures {
+        if passes(&failure.error) {
+            live.retry_later(failure);
+        }
+    }
+    if live.arrived_unwatched(loading) {
+        changed.notify_one();
+    }
     tokio::spawn(async move {
         live.watch_grants().await;
         loop {
@@ -162,25 +189,101 @@ fn poll(entry: &Entry) -> Option<(Duration, Instant)> {
     }
 }
 
+/// Whether a plugin was refused for a reason that passes by itself: the
+/// engine's instance pool has no room for its share until another plugin
+/// gives its own back.
+pub(super) fn passes(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| cause.is::<PoolShareFull>())
+}
+
+/// `error`, of a plugin to be tried again after `wait`, saying so.
+pub(super) fn retried(error: anyhow::Error, wait: Duration) -> anyhow::Error {
+    error.context(format!(
+        "no room for it in the instance pool yet (tried again in {} s)",
+        wait.as_secs()
+    ))
+}
+
 fn serving(loaded: &Loaded) -> (String, Serving) {
     (
         loaded.entry.scheme.clone(),
         Serving {
             declared_by: loaded.entry.declared_by.clone(),
             fingerprint: loaded.fingerprint.clone(),
-            granted: loaded.plugin.grants().watched_paths(),
+            granted: loaded.plugin.grants().watched_dirs(),
             poll: poll(&loaded.entry),
         },
     )
 }
 
 impl LiveFolder {
-    /// The soonest time a tag is to be looked up.
+    /// The soonest time a tag is to be looked up, or a refused plugin tried
+    /// again.
     fn next_poll(&self) -> Option<Instant> {
-        self.serving
+        let tags = self
+            .serving
             .values()
-            .filter_map(|serving| serving.poll.map(|(_, next)| next))
-            .min()
+            .filter_map(|serving| serving.poll.map(|(_, next)| next));
+        let retries = self.retrying.values().map(|retry| retry.next);
+        tags.chain(retries).min()
+    }
+
+    /// Notes that the plugin `failure` names is to be tried again, after
+    /// twice the wait of its last refusal, and says so in `/readyz`.
+    fn retry_later(&mut self, failure: &Failure) -> Duration {
+        let wait = match self.retrying.get(&failure.declared_by) {
+            Some(retry) => (retry.wait * 2).min(MOST_RETRY_WAIT),
+            None => FIRST_RETRY_WAIT,
+        };
+        self.retrying.insert(
+            failure.declared_by.clone(),
+            Retry {
+                wait,
+                next: Instant::now() + wait,
+            },
+        );
+        let why = failure
+            .error
+            .chain()
+            .find(|cause| cause.is::<PoolShareFull>())
+            .map_or_else(|| format!("{:#}", failure.error), ToString::to_string);
+        retrying::retrying(
+            &failure.declared_by,
+            format!("{why}; tried again in {} s", wait.as_secs()),
+        );
+        wait
+    }
+
+    /// Whether the folder declares a plugin `loading` did not see: one that
+    /// arrived after the folder was first read, before it was watched.
+    /// Only names and manifests are read, no component.
+    fn arrived_unwatched(&self, loading: &Loading) -> bool {
+        let Ok((entries, failures)) = scan(&self.folder) else {
+            return false;
+        };
+        let seen: BTreeSet<&Path> = loading
+            .loaded
+            .iter()
+            .map(|loaded| loaded.entry.declared_by.as_path())
+            .chain(
+                loading
+                    .failures
+                    .iter()
+                    .map(|failure| failure.declared_by.as_path()),
+            )
+            .collect();
+        let declared = entries
+            .iter()
+            .map(|entry| entry.declared_by.as_path())
+            .chain(failures.iter().map(|failure| failure.declared_by.as_path()));
+        declared.into_iter().any(|file| !seen.contains(file))
+    }
+
+    /// The plugin declared by `file` loaded, or is gone: no more retries.
+    fn settled(&mut self, file: &Path) {
+        if self.retrying.remove(file).is_some() {
+            retrying::settled(file);
+        }
     }
 
     /// The schemes whose tags are due to be looked up; each is next due a
@@ -289,6 +392,15 @@ impl LiveFolder {
             )
             .collect();
         board().keep_only(&declared);
+        let stale: Vec<PathBuf> = self
+            .retrying
+            .keys()
+            .filter(|file| !declared.contains(&file.as_path()))
+            .cloned()
+            .collect();
+        for file in stale {
+            self.settled(&file);
+        }
         let moved_tags = self.moved_tags(&due, &entries).await;
         for entry in entries {
             let scheme = entry.scheme.clone();
@@ -321,6 +433,7 @@ impl LiveFolder {
                         .replace(&scheme, loaded.plugin.clone(), settings);
                     match swap {
                         Ok(()) => {
+                            self.settled(&declared_by);
                             loaded.post();
                             let (_, serving) = serving(&loaded);
                             self.serving.insert(scheme.clone(), serving);
@@ -335,7 +448,11 @@ impl LiveFolder {
                     }
                 }
                 Err(error) => {
-                    let failure = Failure { declared_by, error };
+                    let mut failure = Failure { declared_by, error };
+                    if passes(&failure.error) {
+                        let wait = self.retry_later(&failure);
+                        failure.error = retried(failure.error, wait);
+                    }
                     match replacing {
                         true => failure.report_not_replaced(&scheme),
                         false => failure.report(Some(&scheme)),
@@ -353,11 +470,11 @@ impl LiveFolder {
             .map(|(scheme, _)| scheme.as_str())
     }
 
-    /// Watches the paths granted to the plugins now served, and stops
-    /// watching those no longer granted.
+    /// Watches the directories held for the grants of the plugins now
+    /// served, and stops watching those no longer granted.
     async fn watch_grants(&self) {
         let grants = self.grants.clone();
-        let granted: BTreeMap<String, Vec<PathBuf>> = self
+        let granted: BTreeMap<String, Vec<WatchedGrant>> = self
             .serving
             .iter()
             .map(|(scheme, serving)| (scheme.clone(), serving.granted.clone()))

@@ -19,8 +19,7 @@ pub mod registry;
 pub mod startup;
 
 use std::collections::BTreeMap;
-use std::fs::{File, Metadata};
-use std::io::Read;
+use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,6 +37,7 @@ pub use registry::{Provenance, Registries, Remote};
 use crate::grants::signers::SignatureRules;
 use crate::grants::{Ceiling, Grants, files};
 use crate::namespace::{MountSettings, Namespace, uri};
+use crate::operator_file::{self, MOST_COMPONENT_BYTES};
 use crate::runtime::{Compiled, Runtime, WasmPlugin};
 use crate::telemetry::board::{self, board};
 
@@ -259,9 +259,8 @@ impl Fingerprint {
         let manifest = entry
             .manifest_path
             .as_deref()
-            .map(std::fs::read_to_string)
-            .transpose()
-            .context("cannot read the manifest")?;
+            .map(|path| operator_file::read_text(path, "manifest"))
+            .transpose()?;
         Ok(Self {
             component_sha256,
             manifest,
@@ -274,12 +273,8 @@ impl Fingerprint {
 /// The bytes of the component at `path`, and its file's stamp as it was
 /// read at `now` (taken from the open file, so both are of one file).
 fn read_component(path: &Path, now: SystemTime) -> Result<(Vec<u8>, Option<FileStamp>)> {
-    let context = || format!("cannot read {}", path.display());
-    let mut file = File::open(path).with_context(context)?;
-    let stamp = FileStamp::of(&file.metadata().with_context(context)?, now);
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).with_context(context)?;
-    Ok((bytes, stamp))
+    let (bytes, metadata) = operator_file::read_bytes(path, MOST_COMPONENT_BYTES, "component")?;
+    Ok((bytes, FileStamp::of(&metadata, now)))
 }
 
 impl Loaded {

@@ -16,9 +16,10 @@ use std::path::Path;
 use anyhow::Result;
 use futures::StreamExt;
 
-use super::{Entry, Failure, Loaded, Loading, Rules, at_once, load_each, scan};
+use super::{Entry, Failure, Loaded, Loading, Rules, at_once, live, load_each, scan};
 use crate::grants::files;
 use crate::namespace::Namespace;
+use crate::operator_file::{self, MOST_COMPONENT_BYTES};
 use crate::runtime::Runtime;
 use crate::telemetry::board;
 
@@ -133,7 +134,8 @@ async fn probe(runtime: &Runtime, entries: Vec<Entry>) -> Vec<Probed> {
 /// plugin says what is wrong. A component in a registry counts as not
 /// compiled: its signature is checked before anything else.
 fn compiled_already(runtime: &Runtime, entry: &Entry) -> (bool, u64) {
-    let Some(Ok(bytes)) = entry.file().map(std::fs::read) else {
+    let read = |path| operator_file::read_bytes(path, MOST_COMPONENT_BYTES, "component");
+    let Some(Ok((bytes, _))) = entry.file().map(read) else {
         return (false, 0);
     };
     let limits = &entry.manifest.limits;
@@ -152,7 +154,7 @@ fn arrive(
     scheme: &str,
     outcome: Result<Loaded, Failure>,
 ) {
-    let failure = match outcome {
+    let mut failure = match outcome {
         Ok(loaded) => match namespace.mount(scheme, loaded.plugin.clone(), loaded.settings()) {
             Ok(()) => {
                 loaded.post();
@@ -166,6 +168,9 @@ fn arrive(
         },
         Err(failure) => failure,
     };
+    if live::passes(&failure.error) {
+        failure.error = live::retried(failure.error, live::FIRST_RETRY_WAIT);
+    }
     failure.report(Some(scheme));
     let reason = format!("{}: {:#}", failure.declared_by.display(), failure.error);
     namespace.plugin_not_loaded(scheme, &reason);

@@ -25,6 +25,7 @@ use resmux::namespace::answers::{self, Listable};
 use resmux::namespace::cursor::Listing;
 use resmux::namespace::promises::Promises;
 use resmux::namespace::{Resource, Template};
+use resmux::operator_file::{self, MOST_COMPONENT_BYTES};
 use resmux::runtime::{Runtime, WasmPlugin};
 
 /// Pages of a listing walked before the check gives up on it ending.
@@ -55,11 +56,9 @@ pub async fn check(
         Ok(located) => located,
         Err(error) => return report.fail(format!("{error:#}")),
     };
-    let bytes = match std::fs::read(&located.path) {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            return report.fail(format!("cannot read {}: {error}", located.path.display()));
-        }
+    let bytes = match operator_file::read_bytes(&located.path, MOST_COMPONENT_BYTES, "component") {
+        Ok((bytes, _)) => bytes,
+        Err(error) => return report.fail(format!("{error:#}")),
     };
     let (grants, config) = match (
         manifest.grants(entry.manifest_dir()),

@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use super::{CacheArgs, RulesArgs};
 use resmux::catalog::{Entry, locate};
 use resmux::grants::{Ceiling, Grants};
+use resmux::operator_file::{self, MOST_COMPONENT_BYTES};
 
 pub async fn inspect(
     component: &Path,
@@ -25,8 +26,7 @@ pub async fn inspect(
     let runtime = cache.runtime()?;
     let located = locate(&runtime, &entry, &rules.rules()?).await?;
     let runtime = runtime.with_stack(grants.limits.stack_kib)?;
-    let bytes = std::fs::read(&located.path)
-        .with_context(|| format!("cannot read {}", located.path.display()))?;
+    let (bytes, _) = operator_file::read_bytes(&located.path, MOST_COMPONENT_BYTES, "component")?;
     let compiled = runtime
         .compile(&bytes, located.pin.as_deref())
         .with_context(|| format!("cannot load {}", entry.component))?;

@@ -29,6 +29,7 @@ use resmux::console::{Console, Served};
 use resmux::grants::Ceiling;
 use resmux::namespace::cursor::{self, CursorSeal};
 use resmux::namespace::{Namespace, changes};
+use resmux::operator_file::{self, MOST_COMPONENT_BYTES};
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime};
 use resmux::telemetry::logs::LogFormat;
@@ -112,15 +113,23 @@ pub enum Command {
         /// policy schema`). The tokens file's `schemes` are added to it.
         #[arg(long, env = "RESMUX_ACCESS_POLICY", requires = "http")]
         access_policy: Option<PathBuf>,
-        /// HTTP connections open at once; more are closed as they arrive.
+        /// HTTP connections open at once; past it, the connection that has
+        /// waited longest for its request is closed to make room for a new
+        /// one (one whose request is under way never is).
         #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, requires = "http")]
         max_connections: usize,
         /// HTTP connections one source (an IPv4 address, an IPv6 /64) may
         /// hold at once; default: an eighth of --max-connections, at least 4.
         /// Behind a reverse proxy every client is the proxy's address: raise
-        /// it to --max-connections there, and bound clients at the proxy.
+        /// it to --max-connections there, and let --max-connections-per-client
+        /// bound the clients.
         #[arg(long, requires = "http")]
         max_connections_per_source: Option<NonZeroUsize>,
+        /// HTTP connections one client of --tokens or --auth may hold at
+        /// once, counted from its first request on each; default: an eighth
+        /// of --max-connections, at least 4.
+        #[arg(long, requires = "http")]
+        max_connections_per_client: Option<NonZeroUsize>,
         /// Seconds an HTTP session may go unused (no request, no open
         /// stream) before it ends, its subscriptions with it.
         #[arg(long, default_value_t = DEFAULT_SESSION_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
@@ -515,6 +524,7 @@ pub async fn run(command: Command) -> Result<()> {
             access_policy,
             max_connections,
             max_connections_per_source,
+            max_connections_per_client,
             session_idle_seconds,
             audit_log,
             response_cache_mib,
@@ -568,6 +578,7 @@ pub async fn run(command: Command) -> Result<()> {
                 connections: ConnectionLimits::new(
                     max_connections,
                     max_connections_per_source.map(NonZeroUsize::get),
+                    max_connections_per_client.map(NonZeroUsize::get),
                 ),
                 session_idle: Duration::from_secs(session_idle_seconds),
             });
@@ -652,8 +663,8 @@ pub async fn run(command: Command) -> Result<()> {
             key,
             plain_http,
         } => {
-            let bytes = std::fs::read(&component)
-                .with_context(|| format!("cannot read {}", component.display()))?;
+            let (bytes, _) =
+                operator_file::read_bytes(&component, MOST_COMPONENT_BYTES, "component")?;
             let registries = catalog::Registries { plain_http };
             let digest =
                 catalog::registry::publish::push(bytes, &reference, key.as_deref(), &registries)
@@ -775,6 +786,9 @@ async fn serve(
         .as_deref()
         .map(|path| AuditLog::open(path, rules.locked))
         .transpose()?;
+    // Dropped when serving ends, however it ends: waits, briefly, until the
+    // audit lines still queued are written.
+    let _flushed = audit.as_ref().map(AuditLog::flushed_on_drop);
     let namespace =
         Arc::new(Namespace::new(folder.page_size as usize).with_cursor_seal(options.cursor_seal));
     let cache = (options.response_cache_bytes > 0)
@@ -873,5 +887,5 @@ fn all_arrived(
 ) -> Result<()> {
     tracing::info!(schemes = ?namespace.schemes(), "namespace ready");
     transport::mark_ready();
-    catalog::live::spawn(plugins, runtime, rules, namespace.clone(), &loading.loaded)
+    catalog::live::spawn(plugins, runtime, rules, namespace.clone(), loading)
 }

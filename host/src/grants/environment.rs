@@ -5,8 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use super::{Capability, Ceiling, Grant, SandboxBuilder};
+use crate::operator_file;
 
 /// The `[env]` section of a manifest: each variable's name and source.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -164,20 +163,8 @@ const MAX_SECRET_BYTES: u64 = 64 * 1024;
 /// Reads a secret file, which must be a regular file (never a device, FIFO
 /// or terminal, and opening it never waits) of at most [`MAX_SECRET_BYTES`].
 fn read_secret_file(path: &Path) -> Result<String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)?;
-    let metadata = file.metadata()?;
-    if !metadata.is_file() {
-        bail!("it is not a regular file");
-    }
-    if metadata.len() > MAX_SECRET_BYTES {
-        bail!("it is longer than {MAX_SECRET_BYTES} bytes");
-    }
-    let mut text = String::new();
-    file.take(MAX_SECRET_BYTES).read_to_string(&mut text)?;
-    Ok(text)
+    let (bytes, _) = operator_file::read_bytes(path, MAX_SECRET_BYTES, "secret file")?;
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("it is not UTF-8"))
 }
 
 #[cfg(test)]

@@ -189,6 +189,19 @@ pub const MAX_MEMORY_MIB: u64 = 4096;
 /// The largest `table_elements` a plugin may be given, for the same reason.
 pub const MAX_TABLE_ELEMENTS: u64 = 1_000_000;
 
+/// Core module instances one instance of a plugin may hold: a component
+/// built by componentize-py holds 14, one by cargo-component or
+/// componentize-js a handful. The engine refuses a component that declares
+/// more when it is loaded, and the store's limiter counts them too.
+pub const MAX_CORE_INSTANCES: u32 = 64;
+
+/// Linear memories one instance of a plugin may hold (every toolchain
+/// resmux knows makes one).
+pub const MAX_MEMORIES: u32 = 8;
+
+/// Tables one instance of a plugin may hold (toolchains make one or two).
+pub const MAX_TABLES: u32 = 16;
+
 /// Host memory one table element is counted as: wasmtime 48 stores a
 /// `funcref` element as one pointer (`FuncTableElem`), and its instance pool
 /// gives every table slot 8 bytes an element (`NOMINAL_MAX_TABLE_ELEM_SIZE`
@@ -315,6 +328,18 @@ impl StoreLimiter {
 }
 
 impl ResourceLimiter for StoreLimiter {
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES as usize
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES as usize
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES as usize
+    }
+
     fn memory_growing(
         &mut self,
         current: usize,

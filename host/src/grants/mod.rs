@@ -26,6 +26,7 @@ mod sandbox;
 pub mod signers;
 mod standard;
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -91,8 +92,9 @@ pub trait Grant: Send + Sync {
     fn open_located(&self, _guest_path: &str) -> Option<LocatedFile> {
         None
     }
-    /// Host paths whose changes may change the plugin's answers.
-    fn watched_paths(&self) -> Vec<PathBuf> {
+    /// The directories held for it whose changes may change the plugin's
+    /// answers.
+    fn watched_dirs(&self) -> Vec<WatchedGrant> {
         Vec::new()
     }
     /// What `inspect` prints about it: a section name and one line each.
@@ -102,6 +104,20 @@ pub trait Grant: Send + Sync {
     fn import_status(&self, _interface: &str) -> Option<String> {
         None
     }
+}
+
+/// A directory a grant holds open, for the watch on what a plugin was
+/// granted: the granted directory itself, or a granted file's folder. The
+/// watch starts from it, not from the path, so that what is watched is what
+/// the plugin reaches whatever happens to the path.
+#[derive(Clone)]
+pub struct WatchedGrant {
+    /// The granted path when the plugin loaded, to name in the log.
+    pub label: PathBuf,
+    /// The directory, held open since the plugin loaded.
+    pub dir: Arc<cap_std::fs::Dir>,
+    /// For a granted file, its name in `dir`: only what names it counts.
+    pub file: Option<OsString>,
 }
 
 /// A regular file a grant opened for the host to read on a plugin's
@@ -238,11 +254,12 @@ impl Grants {
         self.grants.iter().all(|grant| grant.may_run_inline())
     }
 
-    /// Host paths whose changes may change the plugin's answers.
-    pub fn watched_paths(&self) -> Vec<PathBuf> {
+    /// The directories held for the grants whose changes may change the
+    /// plugin's answers.
+    pub fn watched_dirs(&self) -> Vec<WatchedGrant> {
         self.grants
             .iter()
-            .flat_map(|grant| grant.watched_paths())
+            .flat_map(|grant| grant.watched_dirs())
             .collect()
     }
 }

@@ -41,6 +41,12 @@ pub trait InstanceState: Any + Send {
     }
 }
 
+/// The most random bytes one `get-random-bytes` (secure or not) may draw:
+/// the host makes them in one go that nothing interrupts, so a larger
+/// request traps, naming this limit, rather than holding a thread for the
+/// hundreds of milliseconds 64 MiB take.
+pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
+
 /// The host state of one plugin instance.
 pub struct Sandbox {
     wasi: WasiCtx,
@@ -78,6 +84,7 @@ impl SandboxBuilder {
         let stderr = PluginOutput::stderr(plugin.clone());
         let streams = LiveStreams::default();
         wasi.allow_blocking_current_thread(true)
+            .max_random_size(MAX_RANDOM_BYTES)
             .stdin(streams.counted(ClosedInputStream))
             .stdout(streams.counted(stdout.clone()))
             .stderr(streams.counted(stderr.clone()));

@@ -167,15 +167,17 @@ impl ResmuxServer {
             Err(ReadRefusal::Namespace(NamespaceError::InvalidUri { .. })) => ("invalid", 0),
             Err(ReadRefusal::Namespace(_) | ReadRefusal::Unaudited(_)) => ("failed", 0),
         };
-        let audited = self.audit(
-            client,
-            Action::Read,
-            via,
-            parsed_uri.as_ref().map_or(uri, Uri::as_str),
-            verdict.as_ref(),
-            outcome_name,
-            bytes,
-        );
+        let audited = self
+            .audit(
+                client,
+                Action::Read,
+                via,
+                parsed_uri.as_ref().map_or(uri, Uri::as_str),
+                verdict.as_ref(),
+                outcome_name,
+                bytes,
+            )
+            .await;
         let outcome = match audited {
             Ok(()) => outcome,
             Err(reason) => Err(ReadRefusal::Unaudited(reason)),
@@ -184,13 +186,14 @@ impl ResmuxServer {
     }
 
     /// One line of the audit log, if there is one, and its decision shown on
-    /// the operator's board. Fails, with the reason to refuse the request,
-    /// when the log is required and cannot be written.
+    /// the operator's board. Waits for nothing unless the log is required
+    /// (locked mode): then until the line is written, and fails, with the
+    /// reason to refuse the request, when it is not written in time.
     #[allow(
         clippy::too_many_arguments,
         reason = "one line of the audit log has that many fields"
     )]
-    fn audit(
+    async fn audit(
         &self,
         client: &Client,
         action: Action,
@@ -218,8 +221,9 @@ impl ResmuxServer {
             outcome,
             bytes,
         };
-        audit.record(&record)?;
-        // Recorded, so it stands: shown on the operator's board too.
+        audit.record(&record).await?;
+        // Recorded (queued, or written when the log is required), so it
+        // stands: shown on the operator's board too.
         if let Some(verdict) = verdict {
             let scheme = uri.split_once("://").map(|(scheme, _)| scheme);
             crate::telemetry::board().audited(verdict.permitted, scheme, || record.summary());
@@ -359,6 +363,7 @@ impl ResmuxServer {
             outcome,
             0,
         )
+        .await
         .map_err(|reason| ErrorData::internal_error(reason, None))?;
         completion.map_err(error_data)
     }
@@ -540,6 +545,7 @@ impl ServerHandler for ResmuxServer {
             outcome,
             0,
         )
+        .await
         .map_err(|reason| ErrorData::internal_error(reason, None))?;
         decided.map_err(error_data)?;
         self.session

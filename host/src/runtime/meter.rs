@@ -119,6 +119,7 @@ pub struct Meter {
     instance: InstanceFigures,
     read_bytes: Counter,
     idle: Gauge,
+    stuck: Gauge,
     answered: [OnceLock<(Counter, Histogram)>; OPERATIONS.len()],
 }
 
@@ -159,6 +160,7 @@ impl Meter {
             },
             read_bytes: metrics.plugin_read_bytes.get_or_create(&plugin).clone(),
             idle: metrics.plugin_idle_instances.get_or_create(&plugin).clone(),
+            stuck: metrics.plugin_stuck_calls.get_or_create(&plugin).clone(),
             answered: Default::default(),
             plugin,
         }
@@ -237,6 +239,11 @@ impl Meter {
     /// The gauge of the plugin's idle instances.
     pub fn idle(&self) -> Gauge {
         self.idle.clone()
+    }
+
+    /// The gauge of the plugin's calls stuck past their time limit.
+    pub fn stuck(&self) -> Gauge {
+        self.stuck.clone()
     }
 
     /// A store counted among the plugin's instances until dropped. The CPU

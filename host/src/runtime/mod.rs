@@ -10,6 +10,7 @@
 mod bindings;
 mod cache;
 mod epoch;
+mod executor;
 mod handles;
 mod health;
 mod instance;
@@ -17,6 +18,8 @@ pub(crate) mod locate;
 mod meter;
 mod placement;
 mod plugin;
+mod pool_share;
+mod stuck;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -33,8 +36,13 @@ pub use handles::HandleBudget;
 pub use plugin::WasmPlugin;
 
 use self::epoch::EpochClock;
+pub use self::pool_share::PoolShareFull;
+use self::pool_share::{PoolLedger, Slots};
 
-use crate::grants::limits::{DEFAULT_STACK_KIB, MAX_MEMORY_MIB, MAX_TABLE_ELEMENTS};
+use crate::grants::limits::{
+    DEFAULT_STACK_KIB, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_MEMORY_MIB, MAX_TABLE_ELEMENTS,
+    MAX_TABLES,
+};
 use crate::grants::{self, Grants, Sandbox};
 
 /// The engine plugins run on, with what every plugin gets linked once
@@ -63,6 +71,9 @@ struct Engined {
     /// component (`resmux dev`'s check beside its server, two mounts) waits
     /// for the first and shares what it compiled.
     compiling: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// The pool's slots not reserved by a plugin; none when instances are
+    /// allocated one by one.
+    pool: Option<Arc<PoolLedger>>,
 }
 
 /// Stack above the plugin's own that a call's fiber keeps for the host.
@@ -80,9 +91,13 @@ const POOLED_INSTANCES: u32 = 1_000;
 /// next call then takes no page faults and the host no TLB shootdowns.
 const KEEP_RESIDENT: usize = 1 << 20;
 
-/// Core instances in the pool: a component built by componentize-py or
-/// componentize-js holds a dozen or more.
-const POOLED_CORE_INSTANCES: u32 = 20 * POOLED_INSTANCES;
+/// Core instances in the pool: a counter with nothing reserved behind it,
+/// so as many as every pooled instance may hold, and they never run out
+/// before the instances do.
+const POOLED_CORE_INSTANCES: u32 = MAX_CORE_INSTANCES * POOLED_INSTANCES;
+
+/// Tables in the pool: two for each instance, as toolchains make.
+const POOLED_TABLES: u32 = 2 * POOLED_INSTANCES;
 
 /// A component compiled and checked against the contract, not yet started.
 pub struct Compiled {
@@ -97,6 +112,7 @@ impl Runtime {
     /// Creates the engine for the default stack limit; plugins share
     /// `handles`.
     pub fn new(cache: CompileCache, handles: HandleBudget) -> Result<Self> {
+        executor::start()?;
         let on = Arc::new(Engined::new(DEFAULT_STACK_KIB)?);
         let engines = HashMap::from([(DEFAULT_STACK_KIB, on.clone())]);
         Ok(Self {
@@ -194,15 +210,17 @@ impl Runtime {
         let indices = bindings::PluginIndices::new(&instance_pre)
             .map_err(anyhow::Error::from)
             .context("the component does not export resmux:provider/provider@0.1.0")?;
-        Ok(WasmPlugin::new(
-            name.into(),
-            component.clone(),
-            instance_pre,
+        let pool_share = match &self.on.pool {
+            Some(pool) => Some(pool.reserve(Slots::of(component), grants.limits.concurrent_calls)?),
+            None => None,
+        };
+        let linked = plugin::Linked {
+            component: component.clone(),
+            pre: instance_pre,
             indices,
-            grants,
-            config,
-            self,
-        ))
+            pool_share,
+        };
+        Ok(WasmPlugin::new(name.into(), linked, grants, config, self))
     }
 
     /// Names of what a component imports and exports, for `inspect`.
@@ -227,12 +245,17 @@ impl Engined {
             .max_wasm_stack(stack)
             .async_stack_size(stack + HOST_STACK)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool()));
-        let engine = match Engine::new(&config) {
+        let (engine, pool) = match Engine::new(&config) {
             Ok(engine) => {
                 crate::telemetry::metrics()
                     .instance_pool_capacity
                     .inc_by(i64::from(POOLED_INSTANCES));
-                engine
+                let pool = PoolLedger::new(Slots {
+                    instances: POOLED_INSTANCES,
+                    memories: POOLED_INSTANCES,
+                    tables: POOLED_TABLES,
+                });
+                (engine, Some(pool))
             }
             Err(error) => {
                 // The pool reserves terabytes of address space up front,
@@ -241,7 +264,7 @@ impl Engined {
                     "instances are allocated one by one, slower: the instance pool cannot be set up: {error:#}"
                 );
                 config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
-                Engine::new(&config)?
+                (Engine::new(&config)?, None)
             }
         };
         let mut linker = Linker::new(&engine);
@@ -253,6 +276,7 @@ impl Engined {
             linker,
             components: Mutex::default(),
             compiling: Mutex::default(),
+            pool,
         })
     }
 
@@ -296,14 +320,20 @@ impl Engined {
 /// component's data, reset in place when released, and its fiber stack
 /// taken from the pool. Every slot
 /// fits the largest limits a plugin may be given (`memory_mib`,
-/// `table_elements`); a plugin's own limits are enforced by its store.
+/// `table_elements`); a plugin's own limits are enforced by its store. A
+/// component that declares more core instances, memories or tables than one
+/// instance may hold is refused when it is loaded, naming the limit, and
+/// each plugin draws only on its reserved share ([`pool_share`]).
 fn pool() -> PoolingAllocationConfig {
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(POOLED_INSTANCES)
         .total_core_instances(POOLED_CORE_INSTANCES)
         .total_memories(POOLED_INSTANCES)
-        .total_tables(2 * POOLED_INSTANCES)
+        .total_tables(POOLED_TABLES)
         .total_stacks(POOLED_INSTANCES)
+        .max_core_instances_per_component(MAX_CORE_INSTANCES)
+        .max_memories_per_component(MAX_MEMORIES)
+        .max_tables_per_component(MAX_TABLES)
         .max_component_instance_size(8 << 20)
         .max_core_instance_size(8 << 20)
         .max_memories_per_module(4)

@@ -7,9 +7,9 @@
 //! - **On a thread of the call's own**: the operations block that thread,
 //!   and the call pays one hop there and back (two thread wake-ups, about
 //!   30 µs of CPU on a 2-core machine), whatever it does.
-//! - **Inline**, polled on the caller's task: each file operation runs on
-//!   one of the plugin's blocking threads and pays that hop itself, so a
-//!   call that makes none pays nothing.
+//! - **Inline**, a task on the plugin's runtime: each file operation runs
+//!   on one of the plugin's blocking threads and pays that hop itself, so a
+//!   call that makes none pays only the hop to the task.
 //!
 //! Each operation (`read`, `list`, …) runs inline while its recent inline
 //! calls waited less than once each on average, and on a thread of its own
@@ -22,16 +22,18 @@
 //!
 //! Both kinds of thread come from one tokio runtime of the plugin's own,
 //! with at most `concurrent_calls` blocking threads (named `files:NAME`,
-//! cut to 15 bytes by Linux, as is its one worker thread, which drives the
-//! timers and sockets made during inline calls). However its calls are
+//! cut to 15 bytes by Linux, as are its worker threads, a core each at
+//! most, which run its inline calls), all at the plugins' lower priority
+//! (`super::executor`): no plugin code runs on the host's threads. However its calls are
 //! placed, the plugin's stuck file operations hold at most that many
 //! threads, none of the host's. Only a plugin whose granted directories are
 //! all on local filesystems is placed (`Grant::may_run_inline`): an inline
-//! call's instance is checked, kept or closed on the caller's thread, where
-//! a `stat` or `close` must not wait on a remote or user-space file system.
+//! call's instance is checked, kept or closed on a worker, where a `stat`
+//! or `close` must not wait on a remote or user-space file system.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -40,6 +42,8 @@ use anyhow::{Context as _, Result};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
+
+use super::executor;
 
 /// Of the calls an operation runs on threads of their own, one in this many
 /// runs inline, to measure its waits again.
@@ -86,8 +90,8 @@ impl Placement {
     /// The placement of `plugin`'s calls, with at most `blocking_threads`
     /// threads for their file operations.
     pub fn new(plugin: &str, blocking_threads: usize) -> Result<Self> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+        let runtime = executor::lowered(tokio::runtime::Builder::new_multi_thread())
+            .worker_threads(executor::cores().min(blocking_threads.max(1)))
             .max_blocking_threads(blocking_threads.max(1))
             .thread_name(format!("files:{plugin}"))
             .enable_all()
@@ -129,24 +133,32 @@ impl Placement {
             .store(average - average / 8 + sample / 8, Ordering::Relaxed);
     }
 
-    /// `call`, to run inline under `slot`: each poll in the plugin's
+    /// Starts `call`, to run inline under `slot`: a task on the plugin's
     /// runtime, so that its file operations run on the plugin's blocking
-    /// threads, with its waits counted. Dropped before it ends (its time is
-    /// up, or its client cancelled it), it goes on in the plugin's runtime
-    /// with its slot for at most `linger`, since a file operation may hold
-    /// it: its code stops at its next tick once the operation returns.
-    pub fn inline<F>(&self, call: F, slot: OwnedSemaphorePermit, linger: Duration) -> Inline<F>
+    /// threads, with its waits counted. It keeps its slot until it ends,
+    /// or for at most `linger` once its caller gave up on it (its time is
+    /// up, or its client cancelled it), since a file operation may hold it:
+    /// its code stops at its next tick once the operation returns.
+    pub fn inline<F>(
+        &self,
+        call: F,
+        slot: OwnedSemaphorePermit,
+        linger: Duration,
+    ) -> Inline<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send,
     {
-        Inline {
-            runtime: self.handle().clone(),
-            waits: 0,
-            call: Some(Box::pin(call)),
-            slot: Some(slot),
-            linger,
-        }
+        let waits = Arc::new(AtomicU32::new(0));
+        let counted = Counted {
+            call: Box::pin(call),
+            waits: waits.clone(),
+        };
+        let task = self.handle().spawn(async move {
+            let _slot = slot;
+            tokio::time::timeout(linger, counted).await.ok()
+        });
+        Inline { task, waits }
     }
 
     /// Runs `apart` on one of the plugin's blocking threads: a call placed
@@ -179,73 +191,35 @@ impl Drop for Placement {
     }
 }
 
-/// A call running inline (see [`Placement::inline`]). Boxed: the call's
-/// future (a store, an instance, wasmtime's own futures) is large.
-pub struct Inline<F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send,
-{
-    runtime: Handle,
-    waits: u32,
-    /// None once it has ended.
-    call: Option<Pin<Box<F>>>,
-    slot: Option<OwnedSemaphorePermit>,
-    linger: Duration,
+/// A call running inline (see [`Placement::inline`]): its task, which
+/// ends with the call's outcome, or with none once it lingered too long.
+pub struct Inline<T> {
+    pub task: JoinHandle<Option<T>>,
+    waits: Arc<AtomicU32>,
 }
 
-impl<F> Inline<F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send,
-{
+impl<T> Inline<T> {
     /// How often the call has waited so far.
     pub fn waits(&self) -> u32 {
-        self.waits
+        self.waits.load(Ordering::Relaxed)
     }
 }
 
-impl<F> Future for Inline<F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send,
-{
+/// A call's future, counting how often it waits. Boxed: the call's future
+/// (a store, an instance, wasmtime's own futures) is large.
+struct Counted<F: Future> {
+    call: Pin<Box<F>>,
+    waits: Arc<AtomicU32>,
+}
+
+impl<F: Future> Future for Counted<F> {
     type Output = F::Output;
 
-    fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.get_mut();
-        let call = this
-            .call
-            .as_mut()
-            .expect("an inline call is not polled once it has ended");
-        let polled = {
-            let _in_plugin_runtime = this.runtime.enter();
-            call.as_mut().poll(context)
-        };
-        match polled {
-            Poll::Pending => this.waits = this.waits.saturating_add(1),
-            Poll::Ready(_) => {
-                this.call = None;
-                this.slot = None;
-            }
+    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<F::Output> {
+        let polled = self.call.as_mut().poll(context);
+        if polled.is_pending() {
+            self.waits.fetch_add(1, Ordering::Relaxed);
         }
         polled
-    }
-}
-
-impl<F> Drop for Inline<F>
-where
-    F: Future + Send + 'static,
-    F::Output: Send,
-{
-    fn drop(&mut self) {
-        let Some(call) = self.call.take() else {
-            return;
-        };
-        let (slot, linger) = (self.slot.take(), self.linger);
-        self.runtime.spawn(async move {
-            let _slot = slot;
-            let _ = tokio::time::timeout(linger, call).await;
-        });
     }
 }

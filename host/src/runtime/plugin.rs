@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, ResourceTableError};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline, WasmBacktrace};
@@ -45,12 +46,15 @@ use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline, WasmBackt
 use super::Runtime;
 use super::bindings::{PluginIndices, PluginInfo};
 use super::epoch::EpochClock;
+use super::executor;
 use super::handles::HandleBudget;
 use super::health::{FAULTS_BEFORE_QUARANTINE, Health};
 use super::instance::{Exports, Idle, Instance, drop_every_idle_instance};
 use super::locate;
 use super::meter::{Ended, FaultKind, Meter};
 use super::placement::{Place, Placement};
+use super::pool_share::PoolShare;
+use super::stuck::{Ending, Stuck};
 use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
     ResourceEntry, TemplateEntry,
@@ -74,6 +78,9 @@ struct Shared {
     /// The compiled component, shared with every other mount of it for as
     /// long as one of them is loaded.
     _component: Arc<Component>,
+    /// Its share of the engine's instance pool, given back with the last of
+    /// its calls.
+    _pool_share: Option<PoolShare>,
     /// The clock of its engine's time limits, which runs while a call does.
     epoch: EpochClock,
     /// The component linked under the plugin's grants, and where its
@@ -94,6 +101,8 @@ struct Shared {
     idle: Arc<Idle>,
     health: Arc<Health>,
     meter: Meter,
+    /// Its calls stuck past their time limit.
+    stuck: Arc<Stuck>,
     /// Whether a call may block its thread in a file operation (the plugin
     /// has file grants): its calls then run on a thread of their own, or
     /// inline with their file operations on the plugin's file threads.
@@ -228,6 +237,15 @@ enum On {
     Any,
 }
 
+/// A component linked for one plugin: what [`WasmPlugin::new`] runs.
+pub(super) struct Linked {
+    pub component: Arc<Component>,
+    pub pre: InstancePre<Sandbox>,
+    pub indices: PluginIndices,
+    /// Its share of the engine's instance pool.
+    pub pool_share: Option<PoolShare>,
+}
+
 /// What a call holds: its call slot, the idle instance it reuses if any, and
 /// its share of the descriptor budget (beyond what that instance holds).
 type Held = (OwnedSemaphorePermit, Option<Instance>, OwnedSemaphorePermit);
@@ -237,13 +255,17 @@ impl WasmPlugin {
     /// descriptor budget and its engine's epoch clock.
     pub(super) fn new(
         name: Arc<str>,
-        component: Arc<Component>,
-        pre: InstancePre<Sandbox>,
-        indices: PluginIndices,
+        linked: Linked,
         grants: Grants,
         config: Vec<(String, String)>,
         runtime: &Runtime,
     ) -> Self {
+        let Linked {
+            component,
+            pre,
+            indices,
+            pool_share,
+        } = linked;
         let call_slots = Arc::new(Semaphore::new(grants.limits.concurrent_calls as usize));
         let may_block = grants.may_block();
         let preopened = grants.descriptors_per_instance();
@@ -280,11 +302,13 @@ impl WasmPlugin {
                 unable: AtomicBool::new(false),
             });
         static LOADED: AtomicU64 = AtomicU64::new(0);
+        let stuck = Stuck::new(name.clone(), meter.stuck());
         Self {
             shared: Arc::new(Shared {
                 name,
                 id: LOADED.fetch_add(1, Ordering::Relaxed),
                 _component: component,
+                _pool_share: pool_share,
                 epoch: runtime.on.epoch.clone(),
                 pre,
                 indices,
@@ -296,6 +320,7 @@ impl WasmPlugin {
                 handles: runtime.handles.clone(),
                 idle,
                 health,
+                stuck,
                 meter,
                 may_block,
                 preopened,
@@ -508,6 +533,10 @@ impl Shared {
                 left.as_millis()
             )));
         }
+        let stuck = self.stuck.now();
+        if stuck > 0 && self.call_slots.available_permits() == 0 {
+            return Err(Failed::Busy(self.wedged(stuck)));
+        }
         let lane = self.place(lane, operation, on);
         let timeout = self.grants.limits.timeout();
         let (slot, reused, handles) = match tokio::time::timeout(timeout, self.hold(lane, on)).await
@@ -523,11 +552,19 @@ impl Shared {
             let runner = self.clone();
             let runtime = tokio::runtime::Handle::current();
             let span = tracing::Span::current();
+            // The slot is the thread's once it starts; until then the
+            // caller may take it back, should the plugin's threads all be
+            // held (by calls stuck in file operations) past its time.
+            let unstarted = Arc::new(std::sync::Mutex::new(Some(slot)));
+            let claim = unstarted.clone();
+            let followed = self.stuck.follow();
+            let ending = Ending(followed.clone());
             let apart = move || {
                 // The slot stays taken until the thread is done, even after
                 // the caller gave up on it, and an instance is kept or
                 // dropped here: dropping one may block too.
-                let _slot = slot;
+                let _ending = ending;
+                let _slot = claim.lock().ok()?.take()?;
                 let call = async {
                     // A thread may come late, once the plugin's blocking
                     // threads are all busy: nobody waits for the call then.
@@ -539,52 +576,77 @@ impl Shared {
                         .call(lane, (reused, handles), operation, on, deadline, call)
                         .await
                 };
-                runtime.block_on(tokio::time::timeout(left, call).instrument(span))
+                Some(runtime.block_on(tokio::time::timeout(left, call).instrument(span)))
             };
             // A placed plugin's threads are its own blocking threads, shared
-            // with its inline calls' file operations.
+            // with its inline calls' file operations; any other's are the
+            // plugins' runtime's.
             let thread = match &self.inline {
                 Some(inline) => inline.placement.spawn_blocking(apart),
-                None => tokio::task::spawn_blocking(apart),
+                None => executor::handle().spawn_blocking(apart),
             };
             match tokio::time::timeout(left + THREAD_GRACE, thread).await {
-                Ok(Ok(Ok(outcome))) => outcome,
-                Ok(Ok(Err(_))) | Err(_) => Err(self.timed_out(operation)),
+                Ok(Ok(Some(Ok(outcome)))) => outcome,
+                Ok(Ok(Some(Err(_)) | None)) => Err(self.timed_out(operation)),
                 Ok(Err(failure)) => Err(self.thread_ended(operation, &failure)),
+                Err(_) => {
+                    let taken_back = unstarted
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .take();
+                    if taken_back.is_none() {
+                        followed.given_up(operation);
+                    }
+                    Err(self.timed_out(operation))
+                }
             }
         } else if let (Lane::Inline, Some(inline)) = (lane, &self.inline) {
             // No grant to renew: a plugin with a granted file runs no call
             // inline (see `Grant::may_run_inline`).
             let runner = self.clone();
+            let followed = self.stuck.follow();
+            let ending = Ending(followed.clone());
             let call = async move {
+                let _ending = ending;
                 runner
                     .call(lane, (reused, handles), operation, on, deadline, call)
                     .await
-            };
+            }
+            .instrument(tracing::Span::current());
             let mut call = inline
                 .placement
-                .inline(call, slot, left * STUCK_CALL_LIMITS);
-            match tokio::time::timeout_at(deadline.into(), &mut call).await {
-                Ok(outcome) => {
+                .inline(call, slot, left * (STUCK_CALL_LIMITS + 1));
+            match tokio::time::timeout_at(deadline.into(), &mut call.task).await {
+                Ok(Ok(Some(outcome))) => {
                     inline.placement.settle(operation, call.waits());
                     outcome
                 }
-                Err(_) => {
+                Ok(Err(failure)) => Err(self.thread_ended(operation, &failure)),
+                Ok(Ok(None)) | Err(_) => {
                     inline.placement.settle(operation, call.waits().max(1));
+                    followed.given_up(operation);
                     Err(self.timed_out(operation))
                 }
             }
         } else {
             // No grant to renew: a plugin without file grants has none, and
-            // `locate`'s instances get none.
-            let _slot = slot;
-            // Boxed: the call's future (a store, an instance, wasmtime's own
-            // futures) is large, and tokio would copy it with every request
-            // task it is part of.
-            let call = Box::pin(self.call(lane, (reused, handles), operation, on, deadline, call));
-            tokio::time::timeout_at(deadline.into(), call)
-                .await
-                .unwrap_or_else(|_| Err(self.timed_out(operation)))
+            // `locate`'s instances get none. The call is a task on the
+            // plugins' runtime, ended there (its store dropped there) when
+            // its time is up or its caller gives up on it.
+            let runner = self.clone();
+            let call = async move {
+                let _slot = slot;
+                runner
+                    .call(lane, (reused, handles), operation, on, deadline, call)
+                    .await
+            }
+            .instrument(tracing::Span::current());
+            let task = AbortOnDropHandle::new(executor::handle().spawn(call));
+            match tokio::time::timeout_at(deadline.into(), task).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(failure)) => Err(self.thread_ended(operation, &failure)),
+                Err(_) => Err(self.timed_out(operation)),
+            }
         }
     }
 
@@ -708,6 +770,15 @@ impl Shared {
     fn busy(&self) -> ProviderError {
         ProviderError::Unavailable(format!(
             "plugin {} is busy: its {} call slots (or the host's descriptor budget) stayed taken for {} ms",
+            self.name, self.grants.limits.concurrent_calls, self.grants.limits.timeout_ms
+        ))
+    }
+
+    /// Why a call is refused at once: its plugin's call slots are all held,
+    /// `stuck` of them by calls stuck past their time limit.
+    fn wedged(&self, stuck: usize) -> ProviderError {
+        ProviderError::Unavailable(format!(
+            "plugin {} is wedged: {stuck} of its {} call slots are held by calls stuck past their time limit of {} ms, each waiting on an operation that has not returned; refused at once until one ends",
             self.name, self.grants.limits.concurrent_calls, self.grants.limits.timeout_ms
         ))
     }

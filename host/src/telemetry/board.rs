@@ -130,6 +130,8 @@ pub enum Kind {
     /// says `failed`, or keeps serving the version before.
     Refused,
     Quarantined,
+    /// A call of the plugin is stuck past its time limit.
+    Stuck,
     /// An access decision of the audit log: allowed.
     Allowed,
     /// An access decision of the audit log: denied.
@@ -144,6 +146,7 @@ impl Kind {
             Self::Removed => "removed",
             Self::Refused => "refused",
             Self::Quarantined => "quarantined",
+            Self::Stuck => "stuck",
             Self::Allowed => "allowed",
             Self::Denied => "denied",
         }
@@ -354,6 +357,13 @@ impl Board {
             }
         }
         inner.record(Kind::Quarantined, Some(scheme.to_owned()), text);
+    }
+
+    /// A call of the plugin serving `scheme` is stuck past its time limit,
+    /// as `text` says.
+    pub fn stuck(&self, scheme: &str, text: &str) {
+        self.lock()
+            .record(Kind::Stuck, Some(scheme.to_owned()), kept(text));
     }
 
     /// An access decision the audit log recorded, once the console is on.

@@ -40,6 +40,8 @@ pub struct Metrics {
     pub plugin_instances: Family<Plugin, Gauge>,
     /// Instances of the plugin kept idle for its next calls.
     pub plugin_idle_instances: Family<Plugin, Gauge>,
+    /// Calls of the plugin stuck past their time limit, whose work goes on.
+    pub plugin_stuck_calls: Family<Plugin, Gauge>,
     /// Instance slots the runtime's pools hold (0 with on-demand allocation).
     pub instance_pool_capacity: Gauge,
     /// MCP requests and how long they took (OpenTelemetry MCP semantic
@@ -64,6 +66,9 @@ pub struct Metrics {
     pub rate_limited: Family<ClientLabel, Counter>,
     /// Audit lines that could not be written.
     pub audit_write_failures: Counter,
+    /// Audit lines dropped because the audit log did not keep up (outside
+    /// locked mode, where the request waits and is refused instead).
+    pub audit_lines_dropped: Counter,
     /// Times the shared rate limit store did not answer a read.
     pub rate_limit_store_errors: Counter,
 }
@@ -224,6 +229,12 @@ impl Metrics {
                 None,
                 Family::default(),
             ),
+            plugin_stuck_calls: add.metric(
+                "resmux_plugin_stuck_calls",
+                "Calls of the plugin stuck past their time limit, their work still running (a file operation holds it)",
+                None,
+                Family::default(),
+            ),
             instance_pool_capacity: add.metric(
                 "resmux_instance_pool_capacity",
                 "Instance slots the runtime's pools hold (0: instances are allocated on demand)",
@@ -282,6 +293,12 @@ impl Metrics {
             audit_write_failures: add.metric(
                 "resmux_audit_write_failures",
                 "Audit log lines that could not be written",
+                None,
+                Counter::default(),
+            ),
+            audit_lines_dropped: add.metric(
+                "resmux_audit_lines_dropped",
+                "Audit log lines dropped because the audit log did not keep up (never in locked mode, where the request is refused instead)",
                 None,
                 Counter::default(),
             ),

@@ -1,31 +1,64 @@
-//! Who may hold a connection: at most [`ConnectionLimits::total`] are open
-//! at once, and at most [`ConnectionLimits::per_source`] of them come from
-//! one source, so a client that opens connections as fast as they are
-//! closed holds its share and no more, and every other source still gets in.
-//! A source is an IPv4 address, or an IPv6 /64 (what one host or one site is
-//! given, so stepping through its addresses gains nothing); an IPv4-mapped
-//! IPv6 address counts as its IPv4 address. A connection turned away is
-//! closed at once, and logged at most once a second (with how many went
-//! unlogged), so a flood of them cannot flood the log.
+//! Who may hold a connection, decided on progress rather than arrival. At
+//! most [`ConnectionLimits::total`] connections are open at once, at most
+//! [`ConnectionLimits::per_source`] of them come from one source, and at
+//! most [`ConnectionLimits::per_client`] of them carry one authenticated
+//! client's requests.
+//!
+//! A connection *waits* from the moment it is accepted until its request's
+//! headers and body have arrived, and waits again once its response has
+//! been sent (an idle keep-alive connection); in between it is *active*
+//! ([`super::pacing`] tells which). When a new connection would pass a
+//! limit, the connection that has waited longest within that limit (the
+//! source's, the client's, the listener's) is closed to make room, and the
+//! newcomer gets in: a client that stalls in its headers, trickles its body
+//! or idles holds its places only until someone needs them, while a
+//! connection that sends its request promptly gets in whatever the flood,
+//! even one from its own address (behind a load balancer, every client's).
+//! An active connection is never closed to make room: when every place of a
+//! limit is held by active connections, the newcomer is turned away, save
+//! that past the total [`PROBE_RESERVE`] more are let in to answer the
+//! probes alone, so that `/healthz` and `/readyz` answer under any flood.
+//!
+//! A source is an IPv4 address, or an IPv6 /64 (what one host or one site
+//! is given, so stepping through its addresses gains nothing); an
+//! IPv4-mapped IPv6 address counts as its IPv4 address. A client is the
+//! name [`crate::access::Client`] gives it; a connection counts as the
+//! client of its latest request ([`Admitted::attribute`]). Connections
+//! closed to make room and connections (or clients' requests) turned away
+//! are logged at most once a second for each kind, for the listener and
+//! for clients apart (with how many went unlogged), so a flood of them
+//! cannot flood the log.
 
-use std::collections::HashMap;
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// The least share of one source, whatever the total: a client's POSTs, its
-/// GET stream and a couple of requests in parallel.
+use tokio_util::sync::CancellationToken;
+
+/// The least share of one source or one client, whatever the total: a
+/// client's POSTs, its GET stream and a couple of requests in parallel.
 const MIN_SHARE: usize = 4;
-/// One source holds at most this fraction of the total unless the operator
-/// says otherwise: at least eight sources are needed to fill the cap, and of
-/// the default 512 one source may hold 64, a connection for each of the 64
-/// sessions one client may hold.
+/// One source (or one client) holds at most this fraction of the total
+/// unless the operator says otherwise: at least eight sources are needed to
+/// fill the cap, and of the default 512 one source may hold 64, a
+/// connection for each of the 64 sessions one client may hold.
 const SHARE_DIVISOR: usize = 8;
-/// The least time between two log lines about connections turned away.
-const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
+/// Connections let in past the total when every place is held by an active
+/// connection, each to answer the probes alone.
+pub const PROBE_RESERVE: usize = 4;
+/// The least time between two log lines about connections closed to make
+/// room, and likewise between two about connections turned away.
+const LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// The bits of an IPv6 address that name its /64.
 const PREFIX_64: u128 = u128::MAX << 64;
+
+/// The stamps of connections waiting for their request's body, above any
+/// of those waiting for headers.
+const HEADERS_ARRIVED: u64 = 1 << 62;
 
 /// How many connections may be open at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,16 +67,24 @@ pub struct ConnectionLimits {
     pub total: usize,
     /// From one source.
     pub per_source: usize,
+    /// Carrying one authenticated client's requests.
+    pub per_client: usize,
 }
 
 impl ConnectionLimits {
-    /// `total` connections, of which one source may hold `per_source`: by
-    /// default an eighth of them (at least 4), never more than `total`.
-    pub fn new(total: usize, per_source: Option<usize>) -> Self {
-        let share = per_source.unwrap_or((total / SHARE_DIVISOR).max(MIN_SHARE));
+    /// `total` connections, of which one source may hold `per_source` and
+    /// one client `per_client`: by default an eighth of them (at least 4),
+    /// never more than `total`.
+    pub fn new(total: usize, per_source: Option<usize>, per_client: Option<usize>) -> Self {
+        let share = |given: Option<usize>| {
+            given
+                .unwrap_or((total / SHARE_DIVISOR).max(MIN_SHARE))
+                .min(total)
+        };
         Self {
             total,
-            per_source: share.min(total),
+            per_source: share(per_source),
+            per_client: share(per_client),
         }
     }
 }
@@ -82,17 +123,74 @@ pub struct Connections {
 
 #[derive(Default)]
 struct Open {
-    total: usize,
-    by_source: HashMap<Source, usize>,
+    /// The next connection's id, and the next waiting period's stamp: ids
+    /// and stamps come from one counter, so both only grow.
+    next: u64,
+    entries: HashMap<u64, Entry>,
+    /// The waiting connections by when they began to wait (a stamp),
+    /// oldest first, and their ids.
+    waiting: BTreeMap<u64, u64>,
+    /// Connections counted against the total.
+    regular: usize,
+    /// Connections let in past the total to answer the probes alone.
+    probes: usize,
+    by_source: HashMap<Source, Share>,
+    by_client: HashMap<Arc<str>, Share>,
+    /// What was logged of connections let in, and of clients' requests.
+    admissions: Logs,
+    clients: Logs,
+}
+
+/// One open connection.
+struct Entry {
+    peer: SocketAddr,
+    source: Source,
+    /// The client of its latest request, once one was authenticated.
+    client: Option<Arc<str>>,
+    /// When it began to wait, while it waits.
+    waiting: Option<u64>,
+    probe_only: bool,
+    /// Cancelled when the connection is closed to make room.
+    evicted: CancellationToken,
+}
+
+/// What one source or one client holds.
+#[derive(Default)]
+struct Share {
+    held: usize,
+    /// The stamps of its waiting connections, oldest first.
+    waiting: BTreeSet<u64>,
+}
+
+/// The log lines of connections closed to make room and of those turned
+/// away, each at most one a [`LOG_INTERVAL`].
+#[derive(Default)]
+struct Logs {
+    evictions: Throttle,
+    refusals: Throttle,
+}
+
+/// Log lines of one kind, at most one a [`LOG_INTERVAL`].
+#[derive(Default)]
+struct Throttle {
     last_logged: Option<Instant>,
     unlogged: u64,
 }
 
-/// One connection let in; its place is given back when it is dropped.
+/// One connection let in, as its requests see it (each carries it among
+/// its extensions, [`super::listener`]). A request may outlive its
+/// connection: what it tells of a connection already closed changes
+/// nothing, and its place is given back by the connection's [`Place`].
 pub struct Admitted {
     connections: Arc<Connections>,
-    source: Source,
+    id: u64,
+    probe_only: bool,
+    evicted: CancellationToken,
 }
+
+/// The place a connection holds, given back when its task drops it (when
+/// the connection ends, however it ends).
+pub struct Place(Arc<Admitted>);
 
 impl Connections {
     /// A listener's connections, none open yet, to be held within `limits`.
@@ -103,39 +201,74 @@ impl Connections {
         })
     }
 
-    /// Lets in a connection from `peer`, or turns it away (and logs why,
-    /// at most once a second): the listener holds its most, or the source
-    /// holds its share.
-    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Option<Admitted> {
+    /// Lets in a connection from `peer`, waiting for its request. When its
+    /// source holds its share, the source's connection that has waited
+    /// longest is closed to make room; when the listener holds its most,
+    /// the one of all that has waited longest, or the newcomer is let in to
+    /// answer the probes alone (at most [`PROBE_RESERVE`] of them at once,
+    /// and again the one of those that has waited longest makes room). When
+    /// none waits, the newcomer is turned away. Each is logged, at most
+    /// once a second.
+    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Option<Place> {
         let source = Source::of(peer.ip());
         let mut open = self.open();
-        let held = open.by_source.get(&source).copied().unwrap_or(0);
-        let refusal = if open.total >= self.limits.total {
-            format!(
+        let mut evicted = Vec::new();
+        let held = open.by_source.get(&source).map_or(0, |share| share.held);
+        if held >= self.limits.per_source {
+            let reason =
+                format!("source {source} holds {held} connections, the most one source may hold");
+            match open
+                .first_waiting(open.by_source.get(&source))
+                .and_then(|id| open.evict(id))
+            {
+                Some(gone) => evicted.push((gone, reason)),
+                None => return refuse(open, peer, &reason),
+            }
+        }
+        // A connection closed above for the source was either counted
+        // against the total, which has room now, or a probe's, whose
+        // reserve has room now: nobody is closed for a newcomer then
+        // turned away.
+        let probe_only = if open.regular < self.limits.total {
+            false
+        } else {
+            let reason = format!(
                 "{} connections are open, the most allowed",
                 self.limits.total
-            )
-        } else if held >= self.limits.per_source {
-            format!("source {source} holds {held} connections, the most one source may hold")
-        } else {
-            open.total += 1;
-            *open.by_source.entry(source).or_default() += 1;
-            return Some(Admitted {
-                connections: self.clone(),
-                source,
-            });
+            );
+            if let Some(gone) = open.oldest_waiting(false).and_then(|id| open.evict(id)) {
+                evicted.push((gone, reason));
+                false
+            } else if open.probes < PROBE_RESERVE {
+                true
+            } else if let Some(gone) = open.oldest_waiting(true).and_then(|id| open.evict(id)) {
+                evicted.push((
+                    gone,
+                    format!("{reason}, and the {PROBE_RESERVE} kept for probes are taken"),
+                ));
+                true
+            } else {
+                return refuse(open, peer, &reason);
+            }
         };
-        let unlogged = open.refusal_to_log(Instant::now());
+        let (id, token) = open.insert(peer, source, probe_only);
+        let now = Instant::now();
+        let to_log: Vec<(SocketAddr, String, u64)> = evicted
+            .into_iter()
+            .filter_map(|(gone, reason)| {
+                Some((gone, reason, open.admissions.evictions.take_turn(now)?))
+            })
+            .collect();
         drop(open);
-        match unlogged {
-            Some(0) => tracing::warn!(%peer, "closed a connection: {refusal}"),
-            Some(unlogged) => tracing::warn!(
-                %peer,
-                "closed a connection: {refusal} ({unlogged} more closed since the last such line)"
-            ),
-            None => {}
+        for (gone, reason, unlogged) in to_log {
+            log_eviction(gone, &reason, unlogged);
         }
-        None
+        Some(Place(Arc::new(Admitted {
+            connections: self.clone(),
+            id,
+            probe_only,
+            evicted: token,
+        })))
     }
 
     fn open(&self) -> MutexGuard<'_, Open> {
@@ -143,13 +276,327 @@ impl Connections {
     }
 }
 
+/// Turns away a connection from `peer`: none of those it would take the
+/// place of waits.
+fn refuse(mut open: MutexGuard<'_, Open>, peer: SocketAddr, reason: &str) -> Option<Place> {
+    let unlogged = open.admissions.refusals.take_turn(Instant::now());
+    drop(open);
+    match unlogged {
+        Some(0) => tracing::warn!(
+            %peer,
+            "closed a new connection: {reason}, and none of them waits for its request"
+        ),
+        Some(unlogged) => tracing::warn!(
+            %peer,
+            "closed a new connection: {reason}, and none of them waits for its request ({unlogged} more turned away since the last such line)"
+        ),
+        None => {}
+    }
+    None
+}
+
+fn log_eviction(peer: SocketAddr, reason: &str, unlogged: u64) {
+    if unlogged == 0 {
+        tracing::warn!(
+            %peer,
+            "closed the connection that had waited longest without finishing a request, to make room: {reason}"
+        );
+    } else {
+        tracing::warn!(
+            %peer,
+            "closed the connection that had waited longest without finishing a request, to make room: {reason} ({unlogged} more closed so since the last such line)"
+        );
+    }
+}
+
+impl Admitted {
+    /// Whether the connection was let in past the total, to answer the
+    /// probes alone.
+    pub fn probe_only(&self) -> bool {
+        self.probe_only
+    }
+
+    /// Cancelled when the connection is closed to make room: its task then
+    /// drops it.
+    pub fn eviction(&self) -> CancellationToken {
+        self.evicted.clone()
+    }
+
+    /// The request's headers have arrived: the connection waits on for its
+    /// body, behind every connection still waiting for headers.
+    pub fn headers_arrived(&self) {
+        self.connections.open().headers_arrived(self.id);
+    }
+
+    /// The request's headers and body have arrived, or its response is
+    /// ready: the connection is active, and is not closed to make room
+    /// before it waits again.
+    pub fn progressed(&self) {
+        self.connections.open().stop_waiting(self.id);
+    }
+
+    /// The response is sent (or dropped): the connection waits for its next
+    /// request, from now.
+    pub fn idle(&self) {
+        self.connections.open().start_waiting(self.id);
+    }
+
+    /// Counts the connection as `client`'s (and no longer as the client's
+    /// of an earlier request on it). When `client` holds its share, its
+    /// connection that has waited longest (never this one) is closed to
+    /// make room; when none of them waits, the request is to be refused:
+    /// `Err` with the share.
+    pub fn attribute(&self, client: &str) -> Result<(), usize> {
+        let limit = self.connections.limits.per_client;
+        let mut open = self.connections.open();
+        let Some(entry) = open.entries.get(&self.id) else {
+            // Closed already: nothing to count.
+            return Ok(());
+        };
+        if entry.client.as_deref() == Some(client) {
+            return Ok(());
+        }
+        // This connection is not yet counted as `client`'s: the waiting
+        // connections of its share are others.
+        let held = open.by_client.get(client).map_or(0, |share| share.held);
+        let mut evicted = None;
+        if held >= limit {
+            let reason =
+                format!("client {client} holds {held} connections, the most one client may hold");
+            match open
+                .first_waiting(open.by_client.get(client))
+                .and_then(|id| open.evict(id))
+            {
+                Some(gone) => evicted = Some((gone, reason)),
+                None => {
+                    let unlogged = open.clients.refusals.take_turn(Instant::now());
+                    drop(open);
+                    match unlogged {
+                        Some(0) => tracing::warn!(
+                            "refused a request: {reason}, and none of them waits for its request"
+                        ),
+                        Some(unlogged) => tracing::warn!(
+                            "refused a request: {reason}, and none of them waits for its request ({unlogged} more turned away since the last such line)"
+                        ),
+                        None => {}
+                    }
+                    return Err(held);
+                }
+            }
+        }
+        open.attribute(self.id, client);
+        let to_log = evicted.and_then(|(gone, reason)| {
+            Some((
+                gone,
+                reason,
+                open.clients.evictions.take_turn(Instant::now())?,
+            ))
+        });
+        drop(open);
+        if let Some((gone, reason, unlogged)) = to_log {
+            log_eviction(gone, &reason, unlogged);
+        }
+        Ok(())
+    }
+}
+
+impl Place {
+    /// The connection, as its requests are to see it.
+    pub fn admitted(&self) -> &Arc<Admitted> {
+        &self.0
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.connections.open().remove(self.0.id);
+    }
+}
+
 impl Open {
-    /// Whether a connection turned away `now` is logged (at most one a
-    /// [`REFUSAL_LOG_INTERVAL`]): if so, how many went unlogged before it.
-    fn refusal_to_log(&mut self, now: Instant) -> Option<u64> {
+    /// Lets in a connection, waiting from now and counted everywhere: its
+    /// id, and what tells its task that it was closed to make room.
+    fn insert(
+        &mut self,
+        peer: SocketAddr,
+        source: Source,
+        probe_only: bool,
+    ) -> (u64, CancellationToken) {
+        let id = self.next;
+        self.next += 1;
+        let evicted = CancellationToken::new();
+        self.entries.insert(
+            id,
+            Entry {
+                peer,
+                source,
+                client: None,
+                waiting: None,
+                probe_only,
+                evicted: evicted.clone(),
+            },
+        );
+        if probe_only {
+            self.probes += 1;
+        } else {
+            self.regular += 1;
+        }
+        self.by_source.entry(source).or_default().held += 1;
+        self.start_waiting(id);
+        (id, evicted)
+    }
+
+    /// The connection `id` waits, from now (unless it already waits), for
+    /// its request's headers.
+    fn start_waiting(&mut self, id: u64) {
+        self.wait_from(id, 0);
+    }
+
+    /// The connection `id`, waiting, has its request's headers: it waits
+    /// on for its body, after every connection still waiting for headers,
+    /// which go first when room is made (a request sent promptly whose
+    /// body is on its way is never closed for a stalled one).
+    fn headers_arrived(&mut self, id: u64) {
+        if self
+            .entries
+            .get(&id)
+            .is_some_and(|entry| entry.waiting.is_some())
+        {
+            self.stop_waiting(id);
+            self.wait_from(id, HEADERS_ARRIVED);
+        }
+    }
+
+    /// The connection `id` waits from now, its stamp in `band`.
+    fn wait_from(&mut self, id: u64, band: u64) {
+        let stamp = band + self.next;
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if entry.waiting.is_some() {
+            return;
+        }
+        self.next += 1;
+        entry.waiting = Some(stamp);
+        self.waiting.insert(stamp, id);
+        if let Some(share) = self.by_source.get_mut(&entry.source) {
+            share.waiting.insert(stamp);
+        }
+        if let Some(client) = &entry.client
+            && let Some(share) = self.by_client.get_mut(client)
+        {
+            share.waiting.insert(stamp);
+        }
+    }
+
+    /// The connection `id` is active.
+    fn stop_waiting(&mut self, id: u64) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        let Some(stamp) = entry.waiting.take() else {
+            return;
+        };
+        self.waiting.remove(&stamp);
+        if let Some(share) = self.by_source.get_mut(&entry.source) {
+            share.waiting.remove(&stamp);
+        }
+        if let Some(client) = &entry.client
+            && let Some(share) = self.by_client.get_mut(client)
+        {
+            share.waiting.remove(&stamp);
+        }
+    }
+
+    /// Counts the connection `id` as `client`'s, and no longer as another
+    /// client's.
+    fn attribute(&mut self, id: u64, client: &str) {
+        let name = match self.by_client.get_key_value(client) {
+            Some((name, _)) => name.clone(),
+            None => Arc::from(client),
+        };
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if let Some(previous) = entry.client.take() {
+            if let (Some(stamp), Some(share)) = (entry.waiting, self.by_client.get_mut(&previous)) {
+                share.waiting.remove(&stamp);
+            }
+            release(&mut self.by_client, &previous);
+        }
+        let share = self.by_client.entry(name.clone()).or_default();
+        share.held += 1;
+        if let Some(stamp) = entry.waiting {
+            share.waiting.insert(stamp);
+        }
+        entry.client = Some(name);
+    }
+
+    /// The connection `id` is gone: its entry, if it was still open, and
+    /// its place given back.
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        self.stop_waiting(id);
+        let entry = self.entries.remove(&id)?;
+        if entry.probe_only {
+            self.probes -= 1;
+        } else {
+            self.regular -= 1;
+        }
+        release(&mut self.by_source, &entry.source);
+        if let Some(client) = &entry.client {
+            release(&mut self.by_client, client);
+        }
+        Some(entry)
+    }
+
+    /// Closes the connection `id` to make room: its place is given back
+    /// now, and its task, told, drops it. The address it came from.
+    fn evict(&mut self, id: u64) -> Option<SocketAddr> {
+        let entry = self.remove(id)?;
+        entry.evicted.cancel();
+        Some(entry.peer)
+    }
+
+    /// The connection of `share` that has waited longest, if one waits.
+    fn first_waiting(&self, share: Option<&Share>) -> Option<u64> {
+        let stamp = share?.waiting.first()?;
+        self.waiting.get(stamp).copied()
+    }
+
+    /// The connection that has waited longest of those counted against the
+    /// total (or, with `probe_only`, of those let in for the probes). The
+    /// probes' are at most [`PROBE_RESERVE`], and they are looked for only
+    /// when no other waits, so either search passes over a handful at most.
+    fn oldest_waiting(&self, probe_only: bool) -> Option<u64> {
+        self.waiting.values().copied().find(|id| {
+            self.entries
+                .get(id)
+                .is_some_and(|entry| entry.probe_only == probe_only)
+        })
+    }
+}
+
+/// One connection fewer in `shares[key]`, and no entry once it holds none.
+fn release<K, Q>(shares: &mut HashMap<K, Share>, key: &Q)
+where
+    K: Eq + Hash + Borrow<Q>,
+    Q: Eq + Hash + ?Sized,
+{
+    if let Some(share) = shares.get_mut(key) {
+        share.held -= 1;
+        if share.held == 0 {
+            shares.remove(key);
+        }
+    }
+}
+
+impl Throttle {
+    /// Whether a line `now` is logged (at most one a [`LOG_INTERVAL`]): if
+    /// so, how many went unlogged before it.
+    fn take_turn(&mut self, now: Instant) -> Option<u64> {
         if self
             .last_logged
-            .is_some_and(|logged| now.duration_since(logged) < REFUSAL_LOG_INTERVAL)
+            .is_some_and(|logged| now.duration_since(logged) < LOG_INTERVAL)
         {
             self.unlogged += 1;
             return None;
@@ -159,25 +606,38 @@ impl Open {
     }
 }
 
-impl Drop for Admitted {
-    fn drop(&mut self) {
-        let mut open = self.connections.open();
-        open.total -= 1;
-        if let Some(held) = open.by_source.get_mut(&self.source) {
-            *held -= 1;
-            if *held == 0 {
-                open.by_source.remove(&self.source);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn peer(address: &str) -> SocketAddr {
         SocketAddr::new(address.parse().unwrap(), 40000)
+    }
+
+    fn admit(connections: &Arc<Connections>, address: &str) -> Place {
+        connections
+            .admit(peer(address))
+            .unwrap_or_else(|| panic!("a connection from {address} was turned away"))
+    }
+
+    fn active(connections: &Arc<Connections>, address: &str) -> Place {
+        let place = admit(connections, address);
+        place.admitted().progressed();
+        place
+    }
+
+    fn evicted(place: &Place) -> bool {
+        place.admitted().eviction().is_cancelled()
+    }
+
+    /// Every count is back to nothing.
+    fn assert_empty(connections: &Connections) {
+        let open = connections.open();
+        assert_eq!((open.regular, open.probes), (0, 0));
+        assert!(open.entries.is_empty());
+        assert!(open.waiting.is_empty());
+        assert!(open.by_source.is_empty());
+        assert!(open.by_client.is_empty());
     }
 
     #[test]
@@ -202,30 +662,175 @@ mod tests {
 
     #[test]
     fn one_source_holds_its_share_and_others_still_get_in() {
-        let connections = Connections::new(ConnectionLimits::new(8, Some(3)));
-        let flood: Vec<Admitted> = (0..3)
-            .map(|_| connections.admit(peer("2001:db8::1")).unwrap())
-            .collect();
-        assert!(connections.admit(peer("2001:db8::2")).is_none());
-        let others: Vec<Admitted> = (1..=5)
-            .map(|last| connections.admit(peer(&format!("192.0.2.{last}"))).unwrap())
+        let connections = Connections::new(ConnectionLimits::new(8, Some(3), None));
+        let flood: Vec<Place> = (0..3)
+            .map(|_| active(&connections, "2001:db8::1"))
             .collect();
         assert!(
-            connections.admit(peer("192.0.2.9")).is_none(),
-            "all 8 are open"
+            connections.admit(peer("2001:db8::2")).is_none(),
+            "the /64 holds its share, all of it active"
         );
+        let others: Vec<Place> = (1..=5)
+            .map(|last| active(&connections, &format!("192.0.2.{last}")))
+            .collect();
+        assert!(flood.iter().chain(&others).all(|place| !evicted(place)));
+        // All 8 are open and active: one more answers the probes alone.
+        let probe = admit(&connections, "192.0.2.9");
+        assert!(probe.admitted().probe_only());
         drop(flood);
-        assert!(connections.admit(peer("2001:db8::3")).is_some());
-        drop(others);
-        assert_eq!(connections.open().total, 0);
-        assert!(connections.open().by_source.is_empty());
+        drop(admit(&connections, "2001:db8::3"));
+        drop((others, probe));
+        assert_empty(&connections);
+    }
+
+    #[test]
+    fn over_the_share_the_source_s_oldest_waiting_connection_makes_room() {
+        let connections = Connections::new(ConnectionLimits::new(16, Some(3), None));
+        let elsewhere = admit(&connections, "192.0.2.9");
+        let first = admit(&connections, "192.0.2.1");
+        let busy = active(&connections, "192.0.2.1");
+        let second = admit(&connections, "192.0.2.1");
+        // The source holds 3: the newcomer takes the place of the one that
+        // has waited longest, never the active one nor another source's,
+        // though that one waited longer still.
+        let third = admit(&connections, "192.0.2.1");
+        assert!(evicted(&first));
+        assert!(!evicted(&busy) && !evicted(&second) && !evicted(&third));
+        assert!(!evicted(&elsewhere));
+        let fourth = admit(&connections, "192.0.2.1");
+        assert!(evicted(&second) && !evicted(&third) && !evicted(&fourth));
+        assert_eq!(
+            connections.open().by_source[&Source::of("192.0.2.1".parse().unwrap())].held,
+            3
+        );
+        // Active, it stays; once answered it waits again, from now.
+        busy.admitted().idle();
+        let fifth = admit(&connections, "192.0.2.1");
+        assert!(evicted(&third) && !evicted(&busy));
+        let sixth = admit(&connections, "192.0.2.1");
+        assert!(evicted(&fourth) && !evicted(&busy) && !evicted(&fifth));
+        drop((elsewhere, first, busy, second, third, fourth, fifth, sixth));
+        assert_empty(&connections);
+    }
+
+    #[test]
+    fn a_request_whose_headers_arrived_outlasts_every_connection_stalled_in_its_headers() {
+        let connections = Connections::new(ConnectionLimits::new(16, Some(3), None));
+        let prompt = admit(&connections, "192.0.2.1");
+        let stalled = admit(&connections, "192.0.2.1");
+        let later = admit(&connections, "192.0.2.1");
+        // The oldest, but its headers are in: its body is on its way.
+        prompt.admitted().headers_arrived();
+        let newcomer = admit(&connections, "192.0.2.1");
+        assert!(evicted(&stalled) && !evicted(&prompt));
+        let another = admit(&connections, "192.0.2.1");
+        assert!(evicted(&later) && !evicted(&prompt));
+        // Only it is left waiting for a body: it goes last, but it goes.
+        drop((newcomer, another));
+        drop((stalled, later));
+        assert!(!evicted(&prompt));
+        drop(prompt);
+        assert_empty(&connections);
+    }
+
+    #[test]
+    fn at_the_total_the_oldest_waiting_connection_of_all_makes_room() {
+        let connections = Connections::new(ConnectionLimits::new(4, Some(4), None));
+        let busy = active(&connections, "192.0.2.1");
+        let oldest = admit(&connections, "192.0.2.2");
+        let younger = admit(&connections, "192.0.2.3");
+        let answered = active(&connections, "192.0.2.4");
+        let newcomer = admit(&connections, "192.0.2.5");
+        assert!(evicted(&oldest));
+        assert!(!evicted(&busy) && !evicted(&younger) && !evicted(&answered));
+        // An answered connection waits again, from now: younger than the
+        // newcomer.
+        answered.admitted().idle();
+        let next = admit(&connections, "192.0.2.6");
+        assert!(evicted(&younger) && !evicted(&answered) && !evicted(&newcomer));
+        let last = admit(&connections, "192.0.2.7");
+        assert!(evicted(&newcomer) && !evicted(&answered) && !evicted(&next));
+        assert_eq!(connections.open().regular, 4);
+        drop((busy, oldest, younger, answered, newcomer, next, last));
+        assert_empty(&connections);
+    }
+
+    #[test]
+    fn when_every_place_is_active_a_few_more_answer_only_probes() {
+        let connections = Connections::new(ConnectionLimits::new(2, Some(2), None));
+        let busy: Vec<Place> = (1..=2)
+            .map(|last| active(&connections, &format!("192.0.2.{last}")))
+            .collect();
+        let probes: Vec<Place> = (1..=PROBE_RESERVE)
+            .map(|last| admit(&connections, &format!("198.51.100.{last}")))
+            .collect();
+        assert!(probes.iter().all(|place| place.admitted().probe_only()));
+        assert!(!busy[0].admitted().probe_only());
+        // The reserve is full: its oldest waiting connection makes room.
+        let newest = admit(&connections, "198.51.100.99");
+        assert!(newest.admitted().probe_only());
+        assert!(evicted(&probes[0]) && probes[1..].iter().all(|place| !evicted(place)));
+        // With the reserve active too, a newcomer is turned away.
+        for place in probes[1..].iter().chain([&newest]) {
+            place.admitted().progressed();
+        }
+        assert!(connections.admit(peer("198.51.100.100")).is_none());
+        assert!(busy.iter().all(|place| !evicted(place)));
+        drop((busy, probes, newest));
+        assert_empty(&connections);
+    }
+
+    #[test]
+    fn a_client_holds_its_share_and_its_oldest_waiting_connection_makes_room() {
+        let connections = Connections::new(ConnectionLimits::new(16, Some(16), Some(2)));
+        let first = admit(&connections, "127.0.0.1");
+        first.admitted().attribute("alice").unwrap();
+        let second = admit(&connections, "127.0.0.1");
+        second.admitted().attribute("alice").unwrap();
+        let bob = admit(&connections, "127.0.0.1");
+        bob.admitted().attribute("bob").unwrap();
+        // A later request on the same connection, by the same client, is
+        // not counted twice.
+        second.admitted().attribute("alice").unwrap();
+        let third = admit(&connections, "127.0.0.1");
+        third.admitted().attribute("alice").unwrap();
+        assert!(evicted(&first));
+        assert!(!evicted(&second) && !evicted(&third) && !evicted(&bob));
+        // With both of alice's active, a third request of hers is refused.
+        second.admitted().progressed();
+        third.admitted().progressed();
+        let fourth = admit(&connections, "127.0.0.1");
+        assert_eq!(fourth.admitted().attribute("alice"), Err(2));
+        assert!(!evicted(&second) && !evicted(&third) && !evicted(&fourth));
+        // The connection turned to bob's counts as his, no longer as hers.
+        third.admitted().idle();
+        third.admitted().attribute("bob").unwrap();
+        fourth.admitted().attribute("alice").unwrap();
+        assert_eq!(connections.open().by_client["alice"].held, 2);
+        assert_eq!(connections.open().by_client["bob"].held, 2);
+        drop((first, second, third, fourth, bob));
+        assert_empty(&connections);
+    }
+
+    #[test]
+    fn what_a_request_tells_of_a_closed_connection_changes_nothing() {
+        let connections = Connections::new(ConnectionLimits::new(4, Some(4), Some(4)));
+        let place = admit(&connections, "192.0.2.1");
+        let admitted = place.admitted().clone();
+        drop(place);
+        admitted.progressed();
+        admitted.idle();
+        assert_eq!(admitted.attribute("alice"), Ok(()));
+        assert_empty(&connections);
     }
 
     #[test]
     fn the_default_share_is_an_eighth_of_the_total_and_at_least_4() {
-        assert_eq!(ConnectionLimits::new(512, None).per_source, 64);
-        assert_eq!(ConnectionLimits::new(16, None).per_source, 4);
-        assert_eq!(ConnectionLimits::new(2, None).per_source, 2);
-        assert_eq!(ConnectionLimits::new(8, Some(100)).per_source, 8);
+        assert_eq!(ConnectionLimits::new(512, None, None).per_source, 64);
+        assert_eq!(ConnectionLimits::new(512, None, None).per_client, 64);
+        assert_eq!(ConnectionLimits::new(16, None, None).per_source, 4);
+        assert_eq!(ConnectionLimits::new(2, None, None).per_client, 2);
+        assert_eq!(ConnectionLimits::new(8, Some(100), Some(100)).per_source, 8);
+        assert_eq!(ConnectionLimits::new(8, None, Some(100)).per_client, 8);
     }
 }

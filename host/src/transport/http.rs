@@ -11,10 +11,14 @@
 //! that client; a legacy session belongs to the client that opened it
 //! ([`super::sessions`]). A client must send its request headers
 //! within [`super::listener::HEADER_TIMEOUT`] and its body at a pace ([`super::pacing`]), and
-//! the connections open at once are bounded in all and per source
-//! ([`super::connections`]; more are closed as they arrive). SIGINT and
-//! SIGTERM stop it gracefully. `/healthz` and `/readyz` ([`super::observe`])
-//! answer without a token.
+//! the connections open at once are bounded in all, per source and per
+//! client ([`super::connections`]): past a bound, the connection that has
+//! waited longest for its request is closed to make room for a newcomer,
+//! and one whose request is under way is never closed for room. A client
+//! whose connections are all busy with requests is answered 429 on one
+//! more. SIGINT and SIGTERM stop it gracefully. `/healthz` and `/readyz`
+//! ([`super::observe`]) answer without a token, and on a connection let in
+//! past the total for them alone.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,7 +35,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::challenge;
-use super::connections::ConnectionLimits;
+use super::connections::{Admitted, ConnectionLimits};
 use super::http_reads::{HttpReads, answer_reads};
 use super::in_flight::{self, InFlight};
 use super::listener::{accept, bearer};
@@ -58,8 +62,9 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// The clients allowed in; without it, anyone who reaches the address.
     pub access: Option<Arc<Admission>>,
-    /// Connections open at once, in all and per source; more are closed as
-    /// they arrive.
+    /// Connections open at once, in all, per source and per client; past a
+    /// bound, the one that has waited longest for its request is closed to
+    /// make room.
     pub connections: ConnectionLimits,
     /// How long a session may go unused before it ends.
     pub session_idle: Duration,
@@ -153,8 +158,12 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
 
 /// Lets a request in as the client whose bearer token it carries, without
 /// the token, or answers with a challenge naming what was wrong
-/// ([`challenge`]). A request on a session another client opened is answered
-/// 404, as for a session that does not exist.
+/// ([`challenge`]). Its connection counts as that client's from now: past
+/// the client's share, the client's connection that has waited longest is
+/// closed to make room, and when all of them are busy with requests the
+/// request is answered 429 and its connection closed. A request on a
+/// session another client opened is answered 404, as for a session that
+/// does not exist.
 async fn authenticate(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
     let presented = bearer(request.headers()).map(str::to_owned);
     let oauth = gate.access.oauth.as_ref();
@@ -168,6 +177,19 @@ async fn authenticate(State(gate): State<Arc<Gate>>, mut request: Request, next:
             return challenge::refusal(oauth, Some(&refusal));
         }
     };
+    if let Some(admitted) = request.extensions().get::<Arc<Admitted>>()
+        && let Err(share) = admitted.attribute(&client.name)
+    {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::CONNECTION, "close")],
+            format!(
+                "client {} holds {share} connections busy with requests, the most one client may hold; finish one first\n",
+                client.name
+            ),
+        )
+            .into_response();
+    }
     request.headers_mut().remove(header::AUTHORIZATION);
     let session = request
         .headers()

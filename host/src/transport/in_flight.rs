@@ -70,23 +70,28 @@ pub async fn count(
     }
     in_flight.count.fetch_add(1, Ordering::AcqRel);
     let counted = Counted(in_flight);
-    next.run(request).await.map(|body| {
-        Body::new(UntilSent {
-            body,
-            _counted: counted,
-        })
+    next.run(request)
+        .await
+        .map(|body| until_sent(body, counted))
+}
+
+/// `body`, holding `guard` until it is dropped: once hyper has sent it
+/// whole, or its connection is gone (this listener's count of requests,
+/// the connection table's turn of a connection). It passes on the body's
+/// length, so that a whole answer keeps its `Content-Length`.
+pub(super) fn until_sent<G: Unpin + Send + 'static>(body: Body, guard: G) -> Body {
+    Body::new(UntilSent {
+        body,
+        _guard: guard,
     })
 }
 
-/// A response body that keeps its request counted until it is dropped:
-/// once hyper has sent it whole, or its connection is gone. It passes on
-/// the body's length, so that a whole answer keeps its `Content-Length`.
-struct UntilSent {
+struct UntilSent<G> {
     body: Body,
-    _counted: Counted,
+    _guard: G,
 }
 
-impl HttpBody for UntilSent {
+impl<G: Unpin> HttpBody for UntilSent<G> {
     type Data = Bytes;
     type Error = axum::Error;
 

@@ -1,22 +1,30 @@
 //! One listener's accept loop, shared by the MCP port ([`super::http`]) and
 //! the operator's listener ([`super::observe`]): connections bounded in all
-//! and per source ([`super::connections`]), request headers due within
-//! [`HEADER_TIMEOUT`], bodies paced ([`super::pacing`]), and a graceful
-//! stop; and the bearer token a request carries.
+//! and per source, the one that has waited longest for its request closed
+//! to make room for a newcomer ([`super::connections`]), request headers
+//! due within [`HEADER_TIMEOUT`], bodies paced ([`super::pacing`]), and a
+//! graceful stop; and the bearer token a request carries. Each request
+//! carries its connection's [`Admitted`] among its extensions, through
+//! which the layers tell when the connection waits and whose it is.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Request, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
-use super::connections::{ConnectionLimits, Connections};
+use super::connections::{Admitted, ConnectionLimits, Connections};
 use super::pacing;
 
 /// How long a client may take to send a request's headers.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest the accept loop waits for a new connection to be read once
+/// before it accepts the next.
+const FIRST_READ_WAIT: Duration = Duration::from_millis(10);
 
 /// Serves connections from `listener` until `stop`, each request's body
 /// paced; returns the connections still open.
@@ -46,7 +54,7 @@ pub(super) async fn accept(
             },
             () = &mut stop => break,
         };
-        let Some(admitted) = connections.admit(peer) else {
+        let Some(place) = connections.admit(peer) else {
             continue;
         };
         // Answers are small and go out at once: without this, Nagle's
@@ -55,16 +63,71 @@ pub(super) async fn accept(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY: {error}");
         }
-        let connection = http.serve_connection(TokioIo::new(stream), service.clone());
+        let eviction = place.admitted().eviction();
+        let tagged = Tagged {
+            inner: service.clone(),
+            admitted: place.admitted().clone(),
+        };
+        let connection = http.serve_connection(TokioIo::new(stream), tagged);
         let connection = graceful.watch(connection);
+        let (read, first_read) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%peer, "connection ended: {error}");
+            let mut read = Some(read);
+            let mut connection = std::pin::pin!(connection);
+            // Tells the accept loop once hyper has read what the client sent
+            // so far (a prompt client's whole headers).
+            let connection = std::future::poll_fn(|context| {
+                let polled = connection.as_mut().poll(context);
+                if let Some(read) = read.take() {
+                    let _ = read.send(());
+                }
+                polled
+            });
+            // Closed to make room, the connection is dropped, and its
+            // socket with it.
+            tokio::select! {
+                biased;
+                ended = connection => {
+                    if let Err(error) = ended {
+                        tracing::debug!(%peer, "connection ended: {error}");
+                    }
+                }
+                () = eviction.cancelled() => {
+                    tracing::debug!(%peer, "connection closed to make room");
+                }
             }
-            drop(admitted);
+            drop(place);
         });
+        // The new connection is read once before the next one is accepted
+        // (for at most FIRST_READ_WAIT, should the runtime be busy): a
+        // client that sent its request with its connection has its headers
+        // in, and so goes after every stalled connection, before a flood of
+        // newcomers can make its connection the one that has waited longest.
+        let _ = tokio::time::timeout(FIRST_READ_WAIT, first_read).await;
     }
     graceful
+}
+
+/// A connection's service: each request carries the connection's
+/// [`Admitted`] among its extensions.
+struct Tagged<S> {
+    inner: S,
+    admitted: Arc<Admitted>,
+}
+
+impl<S, B> hyper::service::Service<Request<B>> for Tagged<S>
+where
+    S: hyper::service::Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, mut request: Request<B>) -> Self::Future {
+        self.admitted.headers_arrived();
+        request.extensions_mut().insert(self.admitted.clone());
+        hyper::service::Service::call(&self.inner, request)
+    }
 }
 
 /// The token of the request's `Authorization: Bearer` header, if it has one.

@@ -7,8 +7,11 @@
 //! listener serves the operator's console too, whose data is guarded by a
 //! token of its own ([`behind_token`]), so that a scraper's token reads no
 //! resource. The listener is bounded like the MCP port (header timeout,
-//! paced bodies, connections in all and per source), so a flood from one
-//! source leaves the probes answering.
+//! paced bodies, connections in all and per source, the one that has waited
+//! longest for its request closed to make room for a newcomer), and when
+//! every connection it holds is busy a few more are let in to answer the
+//! probes alone ([`super::connections`]): a flood of stalled connections,
+//! even from the probes' own address, leaves the probes answering.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -26,8 +29,10 @@ use super::connections::ConnectionLimits;
 use super::listener::{accept, bearer};
 use crate::telemetry::metrics;
 
-/// Connections the metrics listener keeps open at once; one source holds
-/// at most an eighth of them (8).
+/// Connections the metrics listener keeps open at once, from any source
+/// alike (its probers, a kubelet or a scraper behind one address, share
+/// one): a flood yields its longest waiters to newcomers, and
+/// [`super::connections::PROBE_RESERVE`] more answer the probes alone.
 const MAX_CONNECTIONS: usize = 64;
 /// The shortest metrics or console token, as the shortest token of a
 /// tokens file.
@@ -40,6 +45,11 @@ pub fn mark_ready() {
     READY.store(true, Ordering::Release);
 }
 
+/// Whether `path` is a probe's, answered on any connection.
+pub(super) fn is_probe(path: &str) -> bool {
+    path == "/healthz" || path == "/readyz"
+}
+
 /// The probes, for any router.
 pub fn probes() -> axum::Router {
     axum::Router::new()
@@ -47,9 +57,16 @@ pub fn probes() -> axum::Router {
         .route("/readyz", get(ready))
 }
 
+/// Ready once the folder is loaded, naming any plugin refused for a reason
+/// that passes and tried again meanwhile (the rest serve, so the replica
+/// stays in rotation).
 async fn ready() -> Response {
     if READY.load(Ordering::Acquire) {
-        "ready\n".into_response()
+        let mut body = String::from("ready\n");
+        for line in crate::telemetry::retrying::lines() {
+            body.push_str(&format!("retrying {line}\n"));
+        }
+        body.into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "loading\n").into_response()
     }
@@ -115,7 +132,7 @@ pub async fn serve_metrics(
     tokio::spawn(accept(
         listener,
         router,
-        ConnectionLimits::new(MAX_CONNECTIONS, None),
+        ConnectionLimits::new(MAX_CONNECTIONS, Some(MAX_CONNECTIONS), None),
         std::future::pending(),
     ));
     tracing::info!("serving metrics at http://{bound}/metrics, probes at /healthz and /readyz");

@@ -5,6 +5,14 @@
 //! client that trickles a body in (a byte every few seconds) is answered 408
 //! and its connection closed, while a large body on a slow but steady link
 //! arrives whole.
+//!
+//! The layer also tells the connection's table ([`super::connections`])
+//! when the connection has progressed: once the request's body has
+//! arrived whole (at once for a request without one), or its response is
+//! ready, the connection is active; once the response is sent or dropped,
+//! it waits again for its next request. A connection let in past the total
+//! only to answer the probes gets `503` for anything but `/healthz` and
+//! `/readyz`, and each answer on it closes it.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,11 +22,15 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
+
+use super::connections::Admitted;
+use super::in_flight::until_sent;
+use super::observe::is_probe;
 
 /// How long any request body may take to arrive.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,24 +41,54 @@ pub const MIN_BODY_RATE: u64 = 4096;
 pub const MAX_BODY_TIME: Duration = Duration::from_secs(60);
 
 /// Serves the request with its body paced; answers 408, closing the
-/// connection, when the body fell behind.
+/// connection, when the body fell behind. Tells the connection's table
+/// when the connection progressed and when it waits again; answers a
+/// connection let in for the probes alone only for them.
 pub async fn pace_body(request: Request, next: Next) -> Response {
-    let late = Arc::new(AtomicBool::new(false));
-    let request = request.map(|body| Body::new(Paced::new(body, late.clone())));
-    let response = next.run(request).await;
-    if !late.load(Ordering::Acquire) {
-        return response;
+    let admitted = request.extensions().get::<Arc<Admitted>>().cloned();
+    let probe_only = admitted
+        .as_ref()
+        .is_some_and(|admitted| admitted.probe_only());
+    if probe_only && !is_probe(request.uri().path()) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONNECTION, "close")],
+            "every connection the server holds is busy; this one answers only /healthz and /readyz\n",
+        )
+            .into_response();
     }
-    tracing::warn!("cut off a request whose body arrived too slowly");
-    (
-        StatusCode::REQUEST_TIMEOUT,
-        [(header::CONNECTION, "close")],
-        format!(
-            "the request body arrived too slowly: a body may take {} s, and 1 s more for each {MIN_BODY_RATE} bytes that arrive\n",
-            BODY_TIMEOUT.as_secs()
-        ),
-    )
-        .into_response()
+    let late = Arc::new(AtomicBool::new(false));
+    let request = request.map(|body| {
+        let mut progress = admitted.clone();
+        if body.is_end_stream() {
+            arrived(&mut progress);
+        }
+        Body::new(Paced::new(body, late.clone(), progress))
+    });
+    let mut response = next.run(request).await;
+    if late.load(Ordering::Acquire) {
+        tracing::warn!("cut off a request whose body arrived too slowly");
+        response = (
+            StatusCode::REQUEST_TIMEOUT,
+            [(header::CONNECTION, "close")],
+            format!(
+                "the request body arrived too slowly: a body may take {} s, and 1 s more for each {MIN_BODY_RATE} bytes that arrive\n",
+                BODY_TIMEOUT.as_secs()
+            ),
+        )
+            .into_response();
+    }
+    let Some(admitted) = admitted else {
+        return response;
+    };
+    if probe_only {
+        // The reserve is given back as soon as the probe is answered.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    admitted.progressed();
+    response.map(|body| until_sent(body, WaitsAgain(admitted)))
 }
 
 /// A request body that fails once it falls behind its pace.
@@ -57,6 +99,8 @@ struct Paced {
     received: u64,
     /// Set when the body fell behind.
     late: Arc<AtomicBool>,
+    /// The connection, until the body has arrived whole and it is told so.
+    progress: Option<Arc<Admitted>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,13 +108,22 @@ struct Paced {
 struct TooSlow;
 
 impl Paced {
-    fn new(body: Body, late: Arc<AtomicBool>) -> Self {
+    fn new(body: Body, late: Arc<AtomicBool>, progress: Option<Arc<Admitted>>) -> Self {
         Self {
             body,
             clock: None,
             received: 0,
             late,
+            progress,
         }
+    }
+}
+
+/// The body has arrived whole: its connection, if not told yet, is told
+/// that it is active.
+fn arrived(progress: &mut Option<Arc<Admitted>>) {
+    if let Some(admitted) = progress.take() {
+        admitted.progressed();
     }
 }
 
@@ -99,9 +152,16 @@ impl HttpBody for Paced {
                     this.received = this.received.saturating_add(data.len() as u64);
                     deadline.as_mut().reset(*started + allowed(this.received));
                 }
+                if this.body.is_end_stream() {
+                    arrived(&mut this.progress);
+                }
                 return Poll::Ready(Some(Ok(frame)));
             }
-            Poll::Ready(ended) => return Poll::Ready(ended),
+            Poll::Ready(None) => {
+                arrived(&mut this.progress);
+                return Poll::Ready(None);
+            }
+            Poll::Ready(failed) => return Poll::Ready(failed),
             Poll::Pending => {}
         }
         ready!(deadline.as_mut().poll(cx));
@@ -115,5 +175,15 @@ impl HttpBody for Paced {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// Held by a response body until it is sent whole or dropped (its
+/// connection gone): then the connection waits for its next request.
+struct WaitsAgain(Arc<Admitted>);
+
+impl Drop for WaitsAgain {
+    fn drop(&mut self) {
+        self.0.idle();
     }
 }

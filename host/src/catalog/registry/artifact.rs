@@ -15,7 +15,8 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
 
-use super::{Pulling, sorted};
+use super::manifest_read;
+use super::{Pulling, Registries, sorted, sorted_manifest};
 
 /// The media type of a component artefact's config.
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -66,6 +67,7 @@ pub async fn resolve(
     client: &Client,
     auth: &RegistryAuth,
     reference: &Reference,
+    registries: &Registries,
     max_bytes: u64,
 ) -> Result<Found, Pulling> {
     if let (Some(tag), Some(pinned)) = (reference.tag(), reference.digest()) {
@@ -84,23 +86,10 @@ pub async fn resolve(
             )));
         }
     }
-    let (body, manifest_digest) = client
-        .pull_manifest_raw(reference, auth, &ACCEPTED)
-        .await
-        .map_err(|error| {
-            let pinned = matches!(
-                error,
-                oci_client::errors::OciDistributionError::DigestError(_)
-            );
-            if pinned {
-                Pulling::Refused(anyhow!(
-                    "the registry served a manifest that is not the pinned {}: {error}",
-                    reference.digest().unwrap_or("digest")
-                ))
-            } else {
-                sorted(error, "cannot read its manifest".into())
-            }
-        })?;
+    let (body, manifest_digest) =
+        manifest_read::pull_manifest(client, auth, reference, &ACCEPTED, registries)
+            .await
+            .map_err(|error| sorted_manifest(error, "cannot read its manifest".into()))?;
     let layer = component_layer(&body, max_bytes)?;
     Ok(Found {
         manifest_digest,
@@ -192,9 +181,12 @@ pub async fn download(
         let chunk = chunk.map_err(|error| {
             let other_bytes = error.to_string().contains("igest");
             if other_bytes {
+                // oci-client names the registry's own header digest twice
+                // here: say what the bytes served hash to.
                 Pulling::Refused(anyhow!(
-                    "the registry served other bytes for {}: {error}",
-                    layer.digest
+                    "the registry served other bytes for {} (they hash to sha256:{})",
+                    layer.digest,
+                    hex::encode(Sha256::digest(&bytes))
                 ))
             } else {
                 Pulling::Unreachable(anyhow!(

@@ -13,6 +13,7 @@
 //! accepted. [`publish`] is the other direction, for `resmux push`.
 
 mod artifact;
+mod manifest_read;
 pub mod publish;
 mod signature;
 mod store;
@@ -299,7 +300,14 @@ async fn pull_online(
     let reference = &remote.reference;
     let client = registries.client(reference)?;
     let auth = registries.auth(reference.resolve_registry()).await?;
-    let found = artifact::resolve(&client, &auth, reference, rules.max_component_bytes).await?;
+    let found = artifact::resolve(
+        &client,
+        &auth,
+        reference,
+        registries,
+        rules.max_component_bytes,
+    )
+    .await?;
     let digested = Reference::with_digest(
         reference.registry().to_owned(),
         reference.repository().to_owned(),
@@ -398,6 +406,15 @@ fn explained(error: oci_client::errors::OciDistributionError, what: String) -> a
         )
     } else {
         anyhow::Error::new(error).context(what)
+    }
+}
+
+/// Sorts an error of reading a manifest into [`Pulling`], with `what` was
+/// being done.
+fn sorted_manifest(error: manifest_read::ManifestError, what: String) -> Pulling {
+    match error {
+        manifest_read::ManifestError::Registry(error) => sorted(error, what),
+        manifest_read::ManifestError::Refused(error) => Pulling::Refused(error.context(what)),
     }
 }
 

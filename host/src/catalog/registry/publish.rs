@@ -25,6 +25,7 @@ use super::signature::{
     SIGNATURE_ANNOTATION, SIGNATURE_CONFIG_TYPE, SIGNATURE_LAYER_TYPE, absent, signature_tag,
 };
 use super::{Registries, explained};
+use crate::operator_file;
 
 /// The variable that holds the password of a cosign key, as for cosign.
 pub const PASSWORD_VARIABLE: &str = "COSIGN_PASSWORD";
@@ -209,7 +210,7 @@ fn component_config(bytes: &[u8]) -> Result<Vec<u8>> {
 
 /// The cosign key in the file at `path`, opened with [`PASSWORD_VARIABLE`].
 fn read_signing_key(path: &Path) -> Result<PrivateKeySigner> {
-    let pem = std::fs::read(path).with_context(|| format!("cannot read key {}", path.display()))?;
+    let (pem, _) = operator_file::read_bytes(path, operator_file::MOST_BYTES, "key")?;
     let pair = if String::from_utf8_lossy(&pem).contains("ENCRYPTED") {
         let password = std::env::var(PASSWORD_VARIABLE).map_err(|_| {
             anyhow!(

@@ -31,7 +31,8 @@ use sigstore::crypto::{CosignVerificationKey, Signature};
 use sigstore::registry::OciReference;
 use sigstore::trust::ManualTrustRoot;
 
-use super::{Pulling, Registries, sigstore_auth, sorted};
+use super::manifest_read::{ManifestError, pull_manifest};
+use super::{Pulling, Registries, sigstore_auth, sorted_manifest};
 use crate::grants::signers::{Accepted, Identity, SignatureRules};
 
 /// The media type of a cosign signature layer.
@@ -69,7 +70,7 @@ pub async fn verify(
     rules: &SignatureRules,
 ) -> Result<Signed, Pulling> {
     let digest = digested.digest().unwrap_or_default();
-    let bundled = stored_signatures(client, auth, digested).await?;
+    let bundled = stored_signatures(client, auth, digested, registries).await?;
     let root = trust_root(rules);
     let builder = ClientBuilder::default()
         .with_oci_client_config(registries.sigstore_config(digested.resolve_registry()))
@@ -169,6 +170,7 @@ async fn stored_signatures(
     client: &Client,
     auth: &RegistryAuth,
     digested: &Reference,
+    registries: &Registries,
 ) -> Result<Stored, Pulling> {
     let tag = signature_tag(digested.digest().unwrap_or_default());
     let signatures = Reference::with_tag(
@@ -176,18 +178,12 @@ async fn stored_signatures(
         digested.repository().to_owned(),
         tag.clone(),
     );
-    let body = match client
-        .pull_manifest_raw(
-            &signatures,
-            auth,
-            &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
-        )
-        .await
-    {
+    let accepted = [OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE];
+    let body = match pull_manifest(client, auth, &signatures, &accepted, registries).await {
         Ok((body, _)) => body,
-        Err(error) if absent(&error) => return Ok(Stored::default()),
+        Err(ManifestError::Registry(error)) if absent(&error) => return Ok(Stored::default()),
         Err(error) => {
-            return Err(sorted(
+            return Err(sorted_manifest(
                 error,
                 format!("cannot read its signatures at {tag}"),
             ));

@@ -18,7 +18,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{Provenance, Pulled};
+
+/// The largest record of a pull this host reads back: a few hundred bytes
+/// of digests and names.
+const MOST_RECORD_BYTES: u64 = 64 * 1024;
 use crate::grants::signers::{Accepted, Identity, SignatureRules};
+use crate::operator_file::{self, MOST_COMPONENT_BYTES};
 use crate::runtime::CompileCache;
 
 /// Where pulled components and their records are kept.
@@ -87,7 +92,8 @@ impl Store {
     /// those very bytes (a damaged one is removed).
     pub fn component(&self, sha256: &str) -> Option<PathBuf> {
         let path = self.component_path(sha256);
-        let bytes = fs::read(&path).ok()?;
+        let (bytes, _) =
+            operator_file::read_bytes(&path, MOST_COMPONENT_BYTES, "pulled component").ok()?;
         if hex::encode(Sha256::digest(&bytes)) == sha256 {
             return Some(path);
         }
@@ -141,7 +147,9 @@ impl Store {
     /// entry and size pass `rules`.
     pub fn verified(&self, reference: &str, rules: &SignatureRules) -> Result<Option<Pulled>> {
         let name = record_name(reference);
-        let Ok(stored) = fs::read(self.dir.join("verified").join(&name)) else {
+        let record = self.dir.join("verified").join(&name);
+        let Ok((stored, _)) = operator_file::read_bytes(&record, MOST_RECORD_BYTES, "pull record")
+        else {
             return Ok(None);
         };
         let Ok(tagged) = serde_json::from_slice::<Tagged>(&stored) else {

@@ -97,7 +97,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
         access: None,
-        connections: ConnectionLimits::new(DEFAULT_MAX_CONNECTIONS, None),
+        connections: ConnectionLimits::new(DEFAULT_MAX_CONNECTIONS, None, None),
         session_idle: DEFAULT_SESSION_IDLE,
     });
     let options = ServeOptions {

@@ -27,6 +27,12 @@
   let readAsked = 0;
   let polling = false;
   const openGrants = new Set();
+  // The long texts shown whole, by key (a scheme and a role, an event, an
+  // entry): they stay open through the redraws.
+  const openTexts = new Set();
+  // Each clamped text's button, and the clamped texts not measured yet.
+  const toggles = new WeakMap();
+  let unmeasured = [];
 
   class NeedsToken extends Error {}
 
@@ -44,6 +50,53 @@
       if (child !== undefined && child !== null && child !== false) node.append(child);
     }
     return node;
+  }
+
+  // `node`, a text a plugin or an error controls, clamped to a few lines,
+  // and after it a button that shows it whole, shown only while the text
+  // does not fit. Opened, it stays open under `key`.
+  function clamped(node, key) {
+    node.classList.add('clamp');
+    const toggle = el('button', { type: 'button', class: 'show-all', 'data-role': 'show-all', hidden: true });
+    const show = (open) => {
+      node.toggleAttribute('data-open', open);
+      toggle.setAttribute('aria-expanded', String(open));
+      toggle.textContent = open ? 'Show less' : 'Show all';
+    };
+    show(openTexts.has(key));
+    toggle.addEventListener('click', () => {
+      const open = !node.hasAttribute('data-open');
+      if (open) openTexts.add(key);
+      else openTexts.delete(key);
+      show(open);
+    });
+    toggles.set(node, toggle);
+    measureSoon([node]);
+    return [node, toggle];
+  }
+
+  // Measures `nodes` once laid out, with those waiting already, in one go.
+  function measureSoon(nodes) {
+    if (!unmeasured.length) {
+      requestAnimationFrame(() => {
+        const waiting = [...new Set(unmeasured)].filter((node) => node.isConnected);
+        unmeasured = [];
+        measure(waiting);
+      });
+    }
+    unmeasured.push(...nodes);
+  }
+
+  // Shows each text's button only if the text, clamped, overflows: an open
+  // text is clamped again for the measure, all in one layout.
+  function measure(nodes) {
+    const open = nodes.filter((node) => node.hasAttribute('data-open'));
+    for (const node of open) node.removeAttribute('data-open');
+    const overflows = nodes.map((node) => node.scrollHeight > node.clientHeight + 1);
+    for (const node of open) node.setAttribute('data-open', '');
+    nodes.forEach((node, index) => {
+      toggles.get(node).hidden = !overflows[index];
+    });
   }
 
   async function api(path) {
@@ -171,20 +224,23 @@
   function pluginCard(plugin, server) {
     const now = server.now_ms;
     const about = plugin.about;
+    // What the plugin says and the errors are clamped, each open or not by
+    // its scheme and role.
+    const clamp = (node) => clamped(node, plugin.scheme + ' ' + node.dataset.role);
     const details = [];
-    if (plugin.state === 'failed') details.push(el('p', { class: 'detail error', 'data-role': 'error' }, plugin.error));
+    if (plugin.state === 'failed') details.push(clamp(el('p', { class: 'detail error', 'data-role': 'error' }, plugin.error)));
     if (plugin.state === 'loading') details.push(el('p', { class: 'detail muted' }, 'Loading since ' + clock(plugin.since_ms) + '.'));
-    if (plugin.quarantine) details.push(quarantineLine(plugin.quarantine, now));
-    if (plugin.path_quarantine) details.push(quarantineLine(plugin.path_quarantine, now));
+    if (plugin.quarantine) details.push(clamp(quarantineLine(plugin.quarantine, now)));
+    if (plugin.path_quarantine) details.push(clamp(quarantineLine(plugin.path_quarantine, now)));
     if (plugin.not_replaced) {
-      details.push(el('p', { class: 'detail error', 'data-role': 'not-replaced' },
-        'A change was refused; the version before keeps serving: ' + plugin.not_replaced));
+      details.push(clamp(el('p', { class: 'detail error', 'data-role': 'not-replaced' },
+        'A change was refused; the version before keeps serving: ' + plugin.not_replaced)));
     }
     const card = el('article', { class: 'card', 'data-scheme': plugin.scheme, 'data-state': plugin.state },
       el('h3', null, el('span', { class: 'mono' }, plugin.scheme + '://'),
         el('span', { class: 'badge', 'data-state': plugin.state, 'data-role': 'state' }, plugin.state)),
-      about && el('p', { class: 'about', 'data-role': 'about' },
-        el('strong', null, about.name), ' ' + about.version + ' — ', about.description),
+      about && clamp(el('p', { class: 'about', 'data-role': 'about' },
+        el('strong', null, about.name), ' ' + about.version + ' — ', about.description)),
       details,
       plugin.figures && figures(plugin.figures, server.window_s),
       el('dl', { class: 'facts' }, facts(plugin, now)),
@@ -246,7 +302,7 @@
       list.prepend(el('li', { 'data-kind': event.kind },
         el('time', { class: 'muted', datetime: new Date(event.at_ms).toISOString() }, clock(event.at_ms)),
         el('span', { class: 'badge', 'data-kind': event.kind }, event.kind),
-        el('span', { class: 'text' }, event.text)));
+        clamped(el('span', { class: 'text' }, event.text), 'event ' + startedMs + ' ' + event.id)));
     }
     while (list.children.length > EVENTS_SHOWN) list.lastElementChild.remove();
   }
@@ -303,7 +359,8 @@
       list.querySelector('li.nothing')?.remove();
     }
     if (answer.mcp_error) {
-      const error = el('li', { class: 'error' }, 'error ' + answer.mcp_error.code + ': ' + answer.mcp_error.message);
+      const error = el('li', { class: 'error' },
+        clamped(el('div', null, 'error ' + answer.mcp_error.code + ': ' + answer.mcp_error.message), field + ' error'));
       if (more) list.append(error);
       else list.replaceChildren(error);
       return;
@@ -320,7 +377,9 @@
       return el('li', { 'data-uri': address },
         label,
         el('div', null, entry.title || entry.name, entry.mimeType ? el('span', { class: 'muted' }, ' · ' + entry.mimeType) : null),
-        entry.description ? el('div', { class: 'muted', 'data-role': 'description' }, entry.description) : null);
+        entry.description
+          ? clamped(el('div', { class: 'muted', 'data-role': 'description' }, entry.description), field + ' ' + address)
+          : null);
     });
     if (more) list.append(...items);
     else list.replaceChildren(...items);
@@ -369,7 +428,8 @@
       if (asked !== readAsked) return;
       $('read-decision').textContent = decisionText(answer.decision);
       if (answer.mcp_error) {
-        $('read-contents').append(el('p', { class: 'error' }, 'error ' + answer.mcp_error.code + ': ' + answer.mcp_error.message));
+        $('read-contents').append(...clamped(el('p', { class: 'error' },
+          'error ' + answer.mcp_error.code + ': ' + answer.mcp_error.message), 'read ' + uri));
         return;
       }
       $('read-contents').append(...answer.result.contents.map(content));
@@ -442,6 +502,8 @@
       $('reading').hidden = true;
       listNamespace();
     });
+    // Another width changes which clamped texts fit.
+    window.addEventListener('resize', () => measureSoon([...document.querySelectorAll('.clamp')]));
     document.addEventListener('visibilitychange', () => {
       if (document.hidden) {
         clearTimeout(timer);

@@ -20,6 +20,7 @@ mod private;
 mod single;
 
 use std::any::Any;
+use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,7 +36,9 @@ pub use located::on_local_filesystem;
 pub use private::remove_stale_folders;
 use single::SingleFile;
 
-use super::{Capability, Ceiling, Grant, InstanceState, LocatedFile, Renewal, SandboxBuilder};
+use super::{
+    Capability, Ceiling, Grant, InstanceState, LocatedFile, Renewal, SandboxBuilder, WatchedGrant,
+};
 
 /// The `[[files]]` entries of a manifest.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -125,8 +128,24 @@ impl Grant for FileGrants {
         }
     }
 
-    fn watched_paths(&self) -> Vec<PathBuf> {
-        self.0.iter().map(|grant| grant.host.clone()).collect()
+    /// The held directory of each grant, or a granted file's held folder
+    /// with its name: never the path, which may name another directory by
+    /// now.
+    fn watched_dirs(&self) -> Vec<WatchedGrant> {
+        self.0
+            .iter()
+            .filter_map(|grant| {
+                let (dir, file) = match grant.held.as_ref()? {
+                    Held::Directory(dir) => (dir.clone(), None),
+                    Held::File(single) => (single.folder(), Some(OsString::from(single.name()))),
+                };
+                Some(WatchedGrant {
+                    label: grant.host.clone(),
+                    dir,
+                    file,
+                })
+            })
+            .collect()
     }
 
     fn describe(&self) -> (&'static str, Vec<String>) {

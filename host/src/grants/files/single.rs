@@ -30,7 +30,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -53,8 +53,9 @@ const COPY_CHUNK: usize = 1 << 20;
 /// One staged file.
 #[derive(Debug)]
 pub struct SingleFile {
-    /// The granted file's folder, held open since the plugin loaded.
-    folder: Dir,
+    /// The granted file's folder, held open since the plugin loaded (and
+    /// watched for the file's changes).
+    folder: Arc<Dir>,
     name: String,
     /// The granted file's path, to name in the log.
     source: PathBuf,
@@ -159,7 +160,7 @@ impl SingleFile {
             false => (None, None),
         };
         Ok(Self {
-            folder,
+            folder: Arc::new(folder),
             name: name.to_owned(),
             source: source.to_owned(),
             guest_dir: guest_dir.to_owned(),
@@ -176,6 +177,16 @@ impl SingleFile {
 
     pub fn guest_dir(&self) -> &str {
         &self.guest_dir
+    }
+
+    /// The granted file's folder, held open since the plugin loaded.
+    pub fn folder(&self) -> Arc<Dir> {
+        self.folder.clone()
+    }
+
+    /// The granted file's name in its folder.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The private directory to preopen.

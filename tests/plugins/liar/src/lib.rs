@@ -350,6 +350,19 @@ impl Guest for Liar {
                 cache: None,
             });
         }
+        if let Some(bytes) = path
+            .strip_prefix("random-bytes/")
+            .and_then(|n| n.parse().ok())
+        {
+            // One draw of host randomness, as large as asked.
+            let drawn = wasi::random::random::get_random_bytes(bytes);
+            let mut answer = content(&path, "text/plain");
+            answer.body = Body::Text(format!("drew {}", drawn.len()));
+            return Ok(ReadResult {
+                contents: vec![answer],
+                cache: None,
+            });
+        }
         if let Some(depth) = path.strip_prefix("recurse/").and_then(|n| n.parse().ok()) {
             let mut answer = content(&path, "text/plain");
             answer.body = Body::Text(format!("depth {}", descend(depth)));
@@ -400,6 +413,24 @@ impl Guest for Liar {
                 vec![content(&format!("hog {}", hoard.len()), "text/plain")]
             }
             "recurse" => vec![content(&format!("depth {}", recurse(0)), "text/plain")],
+            "random-loop" => loop {
+                // Host randomness, as much as a call may draw at once,
+                // until the call's time is up.
+                std::hint::black_box(wasi::random::random::get_random_bytes(1 << 20));
+            },
+            "fill" => {
+                // One `memory.fill` over 224 MiB of fresh memory: a single
+                // instruction that no epoch tick interrupts.
+                let size = 224 << 20;
+                let mut fresh: Vec<u8> = Vec::with_capacity(size);
+                unsafe {
+                    std::ptr::write_bytes(fresh.as_mut_ptr(), 0xa5, size);
+                    fresh.set_len(size);
+                }
+                let mut answer = content("fill", "text/plain");
+                answer.body = Body::Text(format!("filled {}", std::hint::black_box(&fresh).len()));
+                vec![answer]
+            }
             "flood" => {
                 let line = "x".repeat(1023);
                 for _ in 0..10 * 1024 {

@@ -1,0 +1,134 @@
+//! Work that no epoch tick interrupts, tried as an attacker would: a call
+//! that draws 64 MiB of host randomness at once, one that draws it a
+//! mebibyte at a time for as long as it may run, and one `memory.fill`
+//! over 224 MiB of fresh memory, each on every core at once. The large
+//! draw fails, naming the limit; the others run to their end or their time
+//! limit; and meanwhile pings, another plugin's reads and the probes are
+//! each answered within 50 ms, since no plugin code runs on the threads
+//! that serve them.
+
+use std::time::{Duration, Instant};
+
+use resmux_tests::{Folder, RawServer, error_message, free_address, http_get, until_calls_run};
+use serde_json::json;
+
+/// The longest any other client may wait for anything one plugin does.
+const WORST: Duration = Duration::from_millis(50);
+
+/// The slowest answers seen while an attack ran.
+#[derive(Debug, Default)]
+struct Slowest {
+    ping: Duration,
+    other_plugin: Duration,
+    probe: Duration,
+    rounds: usize,
+}
+
+/// Sends `attack` to every core at once, then pings, reads `notes` and
+/// probes `/healthz` in turn until every attacking read is answered (at
+/// least five rounds); returns the slowest of each, and the attacking
+/// reads' answers.
+async fn measured_under(
+    server: &mut RawServer,
+    metrics: &str,
+    attack: &str,
+    running_before_measuring: bool,
+) -> (Slowest, Vec<serde_json::Value>) {
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    let mut attacking = Vec::new();
+    for _ in 0..cores {
+        attacking.push(server.send_read(attack).await.unwrap());
+    }
+    if running_before_measuring {
+        until_calls_run(metrics, "liar", cores).await;
+    }
+    let mut slowest = Slowest::default();
+    while slowest.rounds < 5 || !attacking.iter().all(|id| server.has_answered(*id)) {
+        let started = Instant::now();
+        let pong = server.request("ping", json!({})).await.unwrap();
+        slowest.ping = slowest.ping.max(started.elapsed());
+        assert_eq!(pong["result"], json!({}), "{pong}");
+        let started = Instant::now();
+        let read = server
+            .request("resources/read", json!({ "uri": "notes://notes/welcome" }))
+            .await
+            .unwrap();
+        slowest.other_plugin = slowest.other_plugin.max(started.elapsed());
+        assert!(
+            read["result"]["contents"][0]["text"]
+                .as_str()
+                .is_some_and(|text| text.starts_with("# Welcome")),
+            "{read}"
+        );
+        let started = Instant::now();
+        let (status, body) = http_get(metrics, "/healthz", &[]).unwrap();
+        slowest.probe = slowest.probe.max(started.elapsed());
+        assert_eq!((status, body.as_str()), (200, "live\n"));
+        slowest.rounds += 1;
+    }
+    let mut answers = Vec::new();
+    for id in attacking {
+        answers.push(server.response(id).await.unwrap());
+    }
+    (slowest, answers)
+}
+
+#[tokio::test]
+async fn no_other_client_waits_50_ms_for_host_calls_or_instructions_no_tick_interrupts() {
+    let folder = Folder::new();
+    folder
+        .plugin("notes", "notes")
+        .plugin("liar", "liar")
+        .manifest("liar", "[limits]\ntimeout_ms = 1000\ncpu_ms = 30000\n");
+    let metrics = free_address();
+    let mut server = RawServer::start(folder.path(), &["--metrics", &metrics]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    // Warm: the first read of each plugin compiles nothing, but starts
+    // instances, which is no attack.
+    server.read_text("notes://notes/welcome").await;
+    server.read_text("liar://honest").await;
+
+    let (slowest, answers) =
+        measured_under(&mut server, &metrics, "liar://random-bytes/67108864", false).await;
+    for answer in &answers {
+        assert!(
+            error_message(answer).contains("requested len 67108864 exceeds limit 1048576"),
+            "{answer}"
+        );
+    }
+    let large_draw = slowest;
+
+    let (slowest, answers) =
+        measured_under(&mut server, &metrics, "liar://random-loop", true).await;
+    for answer in &answers {
+        assert!(
+            error_message(answer)
+                .contains("plugin liar exceeded its time limit of 1000 ms in read"),
+            "{answer}"
+        );
+    }
+    let many_draws = slowest;
+
+    let (slowest, answers) = measured_under(&mut server, &metrics, "liar://fill", false).await;
+    for answer in &answers {
+        assert_eq!(
+            answer["result"]["contents"][0]["text"],
+            json!(format!("filled {}", 224 << 20)),
+            "{answer}"
+        );
+    }
+    let fill = slowest;
+
+    for (attack, slowest) in [
+        ("one draw of 64 MiB", &large_draw),
+        ("draws for 1 s", &many_draws),
+        ("memory.fill over 224 MiB", &fill),
+    ] {
+        eprintln!("under {attack}: {slowest:?}");
+        assert!(
+            slowest.ping < WORST && slowest.other_plugin < WORST && slowest.probe < WORST,
+            "under {attack}, another client waited past {WORST:?}: {slowest:?}"
+        );
+    }
+    server.stop().await.unwrap();
+}
