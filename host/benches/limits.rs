@@ -20,7 +20,7 @@ use std::path::Path;
 use criterion::{Criterion, criterion_group, criterion_main};
 use resmux::catalog::Manifest;
 use resmux::contract::Provider;
-use resmux::runtime::{CompileCache, HandleBudget, Runtime};
+use resmux::runtime::{CompileCache, HandleBudget, Runtime, Tiers};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -104,8 +104,12 @@ fn limits(c: &mut Criterion) {
     std::fs::write(data.path().join("1m.txt"), "b".repeat(1024 * 1024)).unwrap();
     let bytes = files_component();
 
-    let runtime =
-        Runtime::new(CompileCache::disabled(), HandleBudget::from_process_limit()).unwrap();
+    let runtime = Runtime::new(
+        CompileCache::disabled(),
+        HandleBudget::from_process_limit(),
+        Tiers::Optimized,
+    )
+    .unwrap();
     let manifest: Manifest = toml::from_str(&format!(
         "[[files]]\nhost = {:?}\nguest = \"/data\"\n",
         data.path().display().to_string()
@@ -115,7 +119,7 @@ fn limits(c: &mut Criterion) {
     let limited = runtime
         .plugin(
             "files",
-            &compiled.component,
+            &compiled,
             manifest.grants(data.path()).unwrap(),
             Vec::new(),
         )

@@ -37,7 +37,7 @@ use resmux::contract::{
 };
 use resmux::namespace::uri::Uri;
 use resmux::namespace::{MountSettings, Namespace};
-use resmux::runtime::{CompileCache, HandleBudget, Runtime, WasmPlugin};
+use resmux::runtime::{CompileCache, HandleBudget, Runtime, Tiers, WasmPlugin};
 
 /// Criterion's samples per case; the ratios are taken over the last this
 /// many per-read times, which follow its warm-up.
@@ -113,9 +113,7 @@ fn wasm_plugin(
     let manifest: Manifest = toml::from_str(manifest).unwrap();
     let compiled = runtime.compile(bytes, None).unwrap();
     let grants = manifest.grants(folder).unwrap();
-    runtime
-        .plugin(name, &compiled.component, grants, Vec::new())
-        .unwrap()
+    runtime.plugin(name, &compiled, grants, Vec::new()).unwrap()
 }
 
 /// The `files` example serving `data` as `/data`.
@@ -169,8 +167,12 @@ fn read_path(c: &mut Criterion) {
     let data = tempfile::tempdir().unwrap();
     std::fs::write(data.path().join("1k.txt"), "a".repeat(1024)).unwrap();
     std::fs::write(data.path().join("1m.txt"), "b".repeat(1024 * 1024)).unwrap();
-    let runtime =
-        Runtime::new(CompileCache::disabled(), HandleBudget::from_process_limit()).unwrap();
+    let runtime = Runtime::new(
+        CompileCache::disabled(),
+        HandleBudget::from_process_limit(),
+        Tiers::Optimized,
+    )
+    .unwrap();
     let namespace = Namespace::new(100);
     let files = wasm_files(&runtime, &files_component(), data.path());
     namespace
@@ -227,11 +229,16 @@ fn loading(c: &mut Criterion) {
     let bytes = files_component();
     let cache_dir = tempfile::tempdir().unwrap();
     let key_dir = tempfile::tempdir().unwrap();
-    let uncached =
-        Runtime::new(CompileCache::disabled(), HandleBudget::from_process_limit()).unwrap();
+    let uncached = Runtime::new(
+        CompileCache::disabled(),
+        HandleBudget::from_process_limit(),
+        Tiers::Optimized,
+    )
+    .unwrap();
     let cached = Runtime::new(
         CompileCache::open(cache_dir.path(), &key_dir.path().join("key")).unwrap(),
         HandleBudget::from_process_limit(),
+        Tiers::Optimized,
     )
     .unwrap();
     cached.compile(&bytes, None).unwrap();

@@ -40,7 +40,22 @@
 //!    < 1 s) and to the first listing that names every scheme of the
 //!    examples, on an empty compile cache and on the warm one; and the wall
 //!    time of `resmux compile` of the examples into an empty cache.
-//! 8. **Replicas** (`replicas`): 64 HTTP clients (2026-07-28 stateless,
+//! 8. **Tiers** (`tiers`, the resmux under test only): `resmux serve
+//!    --tiers both` (Winch first, Cranelift in the background) beside
+//!    `--tiers optimized` (Cranelift alone), each plugin's tier read from
+//!    `resmux_plugin_tier` on the `--metrics` listener: spawn to a complete
+//!    listing of the examples on an empty compile cache (goal < 2 s with
+//!    both) and on to every plugin optimized, with each plugin's
+//!    `resmux_plugin_compile_seconds`; `dataset` dropped into a live folder
+//!    of `notes`, to its first answered read (goal < 2 s with both); reads
+//!    of `dataset` and `conformance` over stdio, 32 in flight and one at a
+//!    time, on Winch's code alone (`--tiers baseline`), with both tiers
+//!    after the move and on Cranelift alone (goal: after the move ≥ 0.95 of
+//!    Cranelift alone); and reads of `conformance` while `dataset`,
+//!    `catalog` and `units` compile in the background, against the same
+//!    once every plugin is optimized (goal ≥ 0.80). Median of 3 runs each;
+//!    the reads on each tier run `RESMUX_BENCH_READ_ROUNDS` rounds.
+//! 9. **Replicas** (`replicas`): 64 HTTP clients (2026-07-28 stateless,
 //!    one read in flight each) read `notes` for 60 s
 //!    (`RESMUX_BENCH_REPLICA_SECS`) from one replica, then from three
 //!    behind haproxy with `deploy/haproxy.cfg`, while another plugin of
@@ -61,12 +76,13 @@
 //! plugin before it answers: its first listing counts as complete, its
 //! compile cache fills as it serves (it may have no `resmux compile`), and
 //! the manifests written for it leave out `listing_follows_files`.
-//! `RESMUX_BENCH_READ_ROUNDS` sets the rounds of reads and languages;
+//! `RESMUX_BENCH_READ_ROUNDS` sets the rounds of reads, languages and the
+//! reads on each tier;
 //! `RESMUX_BENCH_LIST_MAX` caps N of the listing walk;
-//! `RESMUX_BENCH_ONLY=reads,languages,listing,memory,restart,idle,cold,replicas`
+//! `RESMUX_BENCH_ONLY=reads,languages,listing,memory,restart,idle,cold,tiers,replicas`
 //! runs only those sections.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -79,7 +95,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 const IN_FLIGHT: usize = 32;
@@ -165,6 +181,9 @@ fn main() {
         }
         if run("cold") {
             cold(&setup).await;
+        }
+        if run("tiers") {
+            tiers(&setup).await;
         }
         if run("replicas") {
             replicas(&setup).await;
@@ -2102,6 +2121,682 @@ async fn cold(setup: &Setup) {
         );
     }
     println!();
+}
+
+// ----------------------------------------------------------------- tiers
+
+/// Runs of each tiers case but the reads, in turn; a row shows their
+/// median.
+const TIER_RUNS: usize = 3;
+/// The tier a plugin reports once it runs Cranelift's code.
+const OPTIMIZED: &str = "optimized";
+/// The tier a plugin reports while it runs Winch's code, no Cranelift
+/// compile under way.
+const BASELINE: &str = "baseline";
+/// What the reads on each tier read: each example's label and URI.
+const TIER_READS: [(&str, &str); 2] = [
+    ("dataset (Python)", DATASET.uri),
+    ("conformance (Rust)", RESMUX_URI),
+];
+
+/// Which compilers `resmux serve --tiers` uses.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tiers {
+    /// Winch first, served at once; Cranelift in the background at low
+    /// priority, its code taken up between calls.
+    Both,
+    /// Cranelift alone: a plugin is served once it has compiled.
+    Optimized,
+    /// Winch alone, never moved up.
+    Baseline,
+}
+
+impl Tiers {
+    /// The value of `--tiers`.
+    fn flag(self) -> &'static str {
+        match self {
+            Tiers::Both => "both",
+            Tiers::Optimized => "optimized",
+            Tiers::Baseline => "baseline",
+        }
+    }
+
+    /// How a row names it.
+    fn name(self) -> String {
+        format!("`--tiers {}`", self.flag())
+    }
+}
+
+/// `resmux serve --tiers …` over stdio, its metrics on a listener of their
+/// own.
+struct Tiered {
+    pipe: Pipe,
+    tiers: Tiers,
+    /// Where its metrics listen.
+    metrics: String,
+}
+
+impl Tiered {
+    /// Serves `folder` with `tiers`, compiling into `cache`, its metrics on
+    /// a free loopback port.
+    fn start(resmux: &Resmux, folder: &Path, cache: &Path, tiers: Tiers) -> Self {
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let flags = ["--tiers", tiers.flag(), "--metrics", metrics.as_str()];
+        Self {
+            pipe: Pipe::start(resmux.serve(folder, cache, &flags)),
+            tiers,
+            metrics,
+        }
+    }
+
+    /// Its metrics' exposition, tried again every [`POLL_EVERY`] while the
+    /// listener is not up yet.
+    async fn scrape(&self) -> String {
+        let deadline = Instant::now() + START_WITHIN;
+        loop {
+            let error =
+                match tokio::time::timeout_at(deadline.into(), get_metrics(&self.metrics)).await {
+                    Ok(Ok(exposition)) => return exposition,
+                    Ok(Err(error)) => error.to_string(),
+                    Err(_) => "no answer".to_owned(),
+                };
+            if Instant::now() > deadline {
+                self.pipe.server.fail(format!(
+                    "after {} s no metrics at {}: {error}",
+                    START_WITHIN.as_secs(),
+                    self.metrics
+                ));
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+    }
+
+    /// The tier each plugin reports now, by scheme.
+    async fn plugin_tiers(&self) -> BTreeMap<String, String> {
+        tiers_in(&self.scrape().await)
+    }
+
+    /// Waits until every one of `schemes` reports `tier`, scraping every
+    /// [`POLL_EVERY`].
+    async fn wait_tier(&self, schemes: &BTreeSet<String>, tier: &str) {
+        self.wait_every(schemes, tier, |now| now == tier).await;
+    }
+
+    /// Waits until every one of `schemes` is served, on whatever tier.
+    async fn wait_served(&self, schemes: &BTreeSet<String>) {
+        self.wait_every(schemes, "of any kind", |_| true).await;
+    }
+
+    /// Waits until every one of `schemes` reports a tier `wanted` accepts
+    /// (`what` names it), scraping every [`POLL_EVERY`].
+    async fn wait_every(
+        &self,
+        schemes: &BTreeSet<String>,
+        what: &str,
+        wanted: impl Fn(&str) -> bool,
+    ) {
+        let deadline = Instant::now() + START_WITHIN;
+        loop {
+            let tiers = self.plugin_tiers().await;
+            let every = schemes
+                .iter()
+                .all(|scheme| tiers.get(scheme).is_some_and(|now| wanted(now)));
+            if every {
+                return;
+            }
+            if Instant::now() > deadline {
+                self.pipe.server.fail(format!(
+                    "after {} s with {}, not every plugin reports a tier {what}: {tiers:?}",
+                    START_WITHIN.as_secs(),
+                    self.tiers.name()
+                ));
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+    }
+
+    /// Fails unless every one of `schemes` reports `tier` now.
+    async fn expect_tier(&self, schemes: &BTreeSet<String>, tier: &str) {
+        let tiers = self.plugin_tiers().await;
+        if !all_in(&tiers, schemes, tier) {
+            self.pipe.server.fail(format!(
+                "with {}, not every plugin reports tier {tier}: {tiers:?}",
+                self.tiers.name()
+            ));
+        }
+    }
+
+    /// Kills it.
+    async fn stop(self) {
+        self.pipe.server.stop().await;
+    }
+}
+
+/// `GET /metrics` from `address` over HTTP/1.0: the exposition, or why not.
+async fn get_metrics(address: &str) -> std::io::Result<String> {
+    let mut stream = tokio::net::TcpStream::connect(address).await?;
+    let request = format!("GET /metrics HTTP/1.0\r\nHost: {address}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    match response.split_once("\r\n\r\n") {
+        Some((head, body)) if head.split(' ').nth(1) == Some("200") => Ok(body.to_owned()),
+        _ => Err(std::io::Error::other(format!("GET /metrics: {response}"))),
+    }
+}
+
+/// Every sample of `metric` in `exposition`: its labels (`a="x",b="y"`)
+/// and its value.
+fn samples_of<'a>(exposition: &'a str, metric: &str) -> impl Iterator<Item = (&'a str, f64)> {
+    let prefix = format!("{metric}{{");
+    exposition.lines().filter_map(move |line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let labels = series.strip_prefix(&prefix)?.strip_suffix('}')?;
+        Some((labels, value.parse().ok()?))
+    })
+}
+
+/// The value of the label `name` in `labels` (`a="x",b="y"`).
+fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
+    labels.split(',').find_map(|pair| {
+        pair.strip_prefix(name)?
+            .strip_prefix("=\"")?
+            .strip_suffix('"')
+    })
+}
+
+/// The tier each plugin is in, by scheme: the `tier` of its
+/// `resmux_plugin_tier` sample at 1.
+fn tiers_in(exposition: &str) -> BTreeMap<String, String> {
+    samples_of(exposition, "resmux_plugin_tier")
+        .filter(|&(_, value)| value > 0.0)
+        .filter_map(|(labels, _)| {
+            Some((
+                label(labels, "plugin")?.to_owned(),
+                label(labels, "tier")?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// The seconds each plugin took to compile, by scheme and tier
+/// (`baseline`, `optimized`).
+fn compile_seconds_in(exposition: &str) -> BTreeMap<(String, String), f64> {
+    samples_of(exposition, "resmux_plugin_compile_seconds")
+        .filter_map(|(labels, seconds)| {
+            let plugin = label(labels, "plugin")?.to_owned();
+            Some(((plugin, label(labels, "tier")?.to_owned()), seconds))
+        })
+        .collect()
+}
+
+/// Whether every one of `schemes` is in `tier`.
+fn all_in(tiers: &BTreeMap<String, String>, schemes: &BTreeSet<String>, tier: &str) -> bool {
+    schemes
+        .iter()
+        .all(|scheme| tiers.get(scheme).is_some_and(|now| now == tier))
+}
+
+/// A new folder of the examples `names`, each with its sample data and
+/// manifest as it ships.
+fn examples_folder(resmux: &Resmux, names: &[&str]) -> TempDir {
+    let folder = temp_dir();
+    for name in names {
+        let sample = resmux.plugin(&format!("{name}-sample"));
+        if sample.is_dir() {
+            copy_tree(&sample, &folder.path().join(format!("{name}-sample")));
+        }
+        let manifest = resmux.plugin(&format!("{name}.toml"));
+        if manifest.exists() {
+            copy(&manifest, &folder.path().join(format!("{name}.toml")));
+        }
+        let component = format!("{name}.wasm");
+        copy(&resmux.plugin(&component), &folder.path().join(component));
+    }
+    folder
+}
+
+/// Milliseconds of each of `times`, in order.
+fn each_ms(times: &[Duration]) -> String {
+    let each: Vec<String> = times
+        .iter()
+        .map(|time| format!("{:.0}", time.as_secs_f64() * 1e3))
+        .collect();
+    each.join(", ")
+}
+
+/// The goal of a start, or of a plugin dropped in, to its first answer:
+/// with both tiers only (Cranelift alone is today's behaviour, beside it).
+fn first_answer_goal(tiers: Tiers) -> &'static str {
+    match tiers {
+        Tiers::Both => "< 2000",
+        Tiers::Optimized | Tiers::Baseline => "—",
+    }
+}
+
+/// One cold start of the examples on an empty compile cache.
+struct TieredStart {
+    tiers: Tiers,
+    /// To the first listing that names every scheme.
+    listed: Duration,
+    /// To every plugin reporting tier `optimized`.
+    optimized: Duration,
+    /// Seconds each plugin took to compile, by scheme and tier.
+    compile_seconds: BTreeMap<(String, String), f64>,
+}
+
+/// Serves the examples with `tiers` on an empty compile cache, from spawn
+/// to a complete listing and on to every plugin optimized.
+async fn tiered_cold_start(resmux: &Resmux, tiers: Tiers) -> TieredStart {
+    let cache = temp_dir();
+    let schemes = schemes_of(&resmux.plugins);
+    let started = Instant::now();
+    let mut server = Tiered::start(resmux, &resmux.plugins, cache.path(), tiers);
+    server.pipe.wait_listing(&schemes).await;
+    let listed = started.elapsed();
+    server.wait_tier(&schemes, OPTIMIZED).await;
+    let optimized = started.elapsed();
+    let compile_seconds = compile_seconds_in(&server.scrape().await);
+    server.stop().await;
+    TieredStart {
+        tiers,
+        listed,
+        optimized,
+        compile_seconds,
+    }
+}
+
+/// The median over `starts` of the seconds `plugin` took to compile to
+/// `tier`, as a cell; a dash where a start did not report it.
+fn compile_cell(starts: &[&TieredStart], plugin: &str, tier: &str) -> String {
+    let key = (plugin.to_owned(), tier.to_owned());
+    let each: Option<Vec<f64>> = starts
+        .iter()
+        .map(|start| start.compile_seconds.get(&key).copied())
+        .collect();
+    each.map_or("—".into(), |each| {
+        format!("{:.2}", middle(each, |seconds| *seconds))
+    })
+}
+
+/// Cold starts of the examples, both tiers and Cranelift alone in turn.
+async fn tiered_cold_starts(resmux: &Resmux) {
+    let mut starts = Vec::new();
+    for run in 1..=TIER_RUNS {
+        for tiers in [Tiers::Both, Tiers::Optimized] {
+            progress(&format!(
+                "tiers: cold start {run} of {TIER_RUNS}, {}",
+                tiers.flag()
+            ));
+            starts.push(tiered_cold_start(resmux, tiers).await);
+        }
+    }
+    println!(
+        "### Cold start of the examples, empty compile cache, median of {TIER_RUNS}\n\n\
+         `resmux serve --plugins target/plugins` over stdio: spawn to the first listing that \
+         names every scheme, and to every plugin reporting tier `optimized` \
+         (`resmux_plugin_tier`, scraped every {} ms). Runs in turn.\n",
+        POLL_EVERY.as_millis()
+    );
+    println!(
+        "| tiers | to a complete listing ms | goal | runs ms | to every plugin optimized ms \
+         | runs ms |\n|---|--:|---|---|--:|---|"
+    );
+    let of = |tiers: Tiers| {
+        starts
+            .iter()
+            .filter(|start| start.tiers == tiers)
+            .collect::<Vec<&TieredStart>>()
+    };
+    for tiers in [Tiers::Both, Tiers::Optimized] {
+        let runs = of(tiers);
+        let listed: Vec<Duration> = runs.iter().map(|start| start.listed).collect();
+        let optimized: Vec<Duration> = runs.iter().map(|start| start.optimized).collect();
+        println!(
+            "| {} | {:.0} | {} | {} | {:.0} | {} |",
+            tiers.name(),
+            median_ms(listed.clone()),
+            first_answer_goal(tiers),
+            each_ms(&listed),
+            median_ms(optimized.clone()),
+            each_ms(&optimized)
+        );
+    }
+    println!(
+        "\n`resmux_plugin_compile_seconds` of each plugin, median of {TIER_RUNS}:\n\n\
+         | plugin | Winch s (`both`) | Cranelift s, in the background (`both`) \
+         | Cranelift s (`optimized`) |\n|---|--:|--:|--:|"
+    );
+    let (both, optimized) = (of(Tiers::Both), of(Tiers::Optimized));
+    for plugin in schemes_of(&resmux.plugins) {
+        println!(
+            "| {plugin} | {} | {} | {} |",
+            compile_cell(&both, &plugin, BASELINE),
+            compile_cell(&both, &plugin, OPTIMIZED),
+            compile_cell(&optimized, &plugin, OPTIMIZED)
+        );
+    }
+    println!();
+}
+
+/// A server on a folder of `notes` alone (empty compile cache, `notes`
+/// optimized) gets `dataset` as a user's copy of a finished build appears:
+/// its sample data, its manifest, then its component written aside and
+/// renamed into place. From the rename to the first read of
+/// [`DATASET`]'s URI that answers with contents.
+async fn drop_in(resmux: &Resmux, tiers: Tiers) -> Duration {
+    let folder = examples_folder(resmux, &["notes"]);
+    let path = folder.path();
+    let cache = temp_dir();
+    let schemes = schemes_of(path);
+    let mut server = Tiered::start(resmux, path, cache.path(), tiers);
+    server.pipe.wait_listing(&schemes).await;
+    server.wait_tier(&schemes, OPTIMIZED).await;
+    copy_tree(
+        &resmux.plugin("dataset-sample"),
+        &path.join("dataset-sample"),
+    );
+    copy(&resmux.plugin("dataset.toml"), &path.join("dataset.toml"));
+    let aside = path.join(".dataset.wasm.new");
+    copy(&resmux.plugin("dataset.wasm"), &aside);
+    let landed = Instant::now();
+    std::fs::rename(&aside, path.join("dataset.wasm")).unwrap();
+    server.pipe.open(Dialect::Stateless(DATASET.uri)).await;
+    let answered = landed.elapsed();
+    server.stop().await;
+    answered
+}
+
+/// `dataset` dropped into a live folder, both tiers and Cranelift alone in
+/// turn.
+async fn drop_ins(resmux: &Resmux) {
+    let mut times: Vec<(Tiers, Duration)> = Vec::new();
+    for run in 1..=TIER_RUNS {
+        for tiers in [Tiers::Both, Tiers::Optimized] {
+            progress(&format!(
+                "tiers: dataset dropped in {run} of {TIER_RUNS}, {}",
+                tiers.flag()
+            ));
+            times.push((tiers, drop_in(resmux, tiers).await));
+        }
+    }
+    let size = std::fs::metadata(resmux.plugin("dataset.wasm"))
+        .unwrap()
+        .len();
+    println!(
+        "### A Python plugin dropped into a live folder, to its first answered read, \
+         median of {TIER_RUNS}\n\n\
+         A server on a folder of `notes` alone (empty compile cache, `notes` optimized) gets \
+         `dataset-sample/`, `dataset.toml`, then `dataset.wasm` ({:.1} MiB) written aside and \
+         renamed into place; from the rename to the first read of `{}` that answers with \
+         contents (tried every {} ms). Runs in turn.\n",
+        size as f64 / (1024.0 * 1024.0),
+        DATASET.uri,
+        POLL_EVERY.as_millis()
+    );
+    println!("| tiers | to its first read ms | goal | runs ms |\n|---|--:|---|---|");
+    for tiers in [Tiers::Both, Tiers::Optimized] {
+        let runs: Vec<Duration> = times
+            .iter()
+            .filter(|(of, _)| *of == tiers)
+            .map(|&(_, time)| time)
+            .collect();
+        println!(
+            "| {} | {:.0} | {} | {} |",
+            tiers.name(),
+            median_ms(runs.clone()),
+            first_answer_goal(tiers),
+            each_ms(&runs)
+        );
+    }
+    println!();
+}
+
+/// Reads of `dataset` and `conformance` on each tier: from three servers of
+/// the same folder, all up at once and read in turn, each round; `--tiers
+/// both` once every plugin moved to Cranelift's code.
+async fn tier_reads(resmux: &Resmux) {
+    let folder = examples_folder(resmux, &["conformance", "dataset"]);
+    let path = folder.path();
+    let schemes = schemes_of(path);
+    // `optimized` starts on the cache `both` filled: it reads, it does not
+    // time its start.
+    let (baseline_cache, shared_cache) = (temp_dir(), temp_dir());
+    progress("tiers: reads, starting baseline");
+    let mut baseline = Tiered::start(resmux, path, baseline_cache.path(), Tiers::Baseline);
+    baseline.pipe.wait_listing(&schemes).await;
+    baseline.wait_tier(&schemes, BASELINE).await;
+    progress("tiers: reads, starting both, until every plugin is optimized");
+    let mut moved = Tiered::start(resmux, path, shared_cache.path(), Tiers::Both);
+    moved.pipe.wait_listing(&schemes).await;
+    moved.wait_tier(&schemes, OPTIMIZED).await;
+    progress("tiers: reads, starting optimized");
+    let mut optimized = Tiered::start(resmux, path, shared_cache.path(), Tiers::Optimized);
+    optimized.pipe.wait_listing(&schemes).await;
+    optimized.wait_tier(&schemes, OPTIMIZED).await;
+    let baseline_name = Tiers::Baseline.name();
+    let moved_name = format!("{}, after the move", Tiers::Both.name());
+    let optimized_name = Tiers::Optimized.name();
+    let mut servers = [
+        (&baseline_name, baseline),
+        (&moved_name, moved),
+        (&optimized_name, optimized),
+    ];
+    let count = read_rounds();
+    let mut rounds = Vec::new();
+    for round in 1..=count {
+        progress(&format!("tiers: reads, round {round} of {count}"));
+        let mut cases = Vec::new();
+        for (example, uri) in TIER_READS {
+            for in_flight in LOADS {
+                for (name, server) in &mut servers {
+                    let dialect = Dialect::Stateless(uri);
+                    cases.push(Case {
+                        server: format!("{example}, {name}"),
+                        way: Way::Stdio,
+                        in_flight,
+                        outcome: drive_pipe(&mut server.pipe, dialect, in_flight).await,
+                    });
+                }
+            }
+        }
+        rounds.push(Round { cases });
+    }
+    let [(_, baseline), (_, moved), (_, optimized)] = servers;
+    baseline.expect_tier(&schemes, BASELINE).await;
+    for server in [baseline, moved, optimized] {
+        server.stop().await;
+    }
+    println!(
+        "### Reads on each tier: stdio, {} s per case after {} ms warm-up, {count} rounds\n\n\
+         Three servers of `dataset` and `conformance`, up at once, read in turn: Winch's code \
+         alone (checked still `baseline` after the last round), both tiers once every plugin \
+         reports `optimized`, and Cranelift alone. A row shows the case's median round.\n",
+        RUN_FOR.as_secs(),
+        WARM_UP.as_millis()
+    );
+    for in_flight in LOADS {
+        println!("#### {}\n", load_name(in_flight));
+        outcome_table(&rounds, in_flight);
+    }
+    ratio_header("reads/s");
+    for (example, _) in TIER_READS {
+        for in_flight in LOADS {
+            let load = load_name(in_flight);
+            let key = |name| format!("{example}, {name}");
+            let (baseline_row, moved_row, optimized_row) =
+                (key(&baseline_name), key(&moved_name), key(&optimized_name));
+            let case = |server| (server, Way::Stdio, in_flight);
+            ratio_row(
+                &format!("{example}, {load}: baseline ÷ optimized"),
+                "—",
+                &rounds,
+                |round| {
+                    round.ratio(
+                        Outcome::per_second,
+                        case(baseline_row.as_str()),
+                        case(optimized_row.as_str()),
+                    )
+                },
+            );
+            ratio_row(
+                &format!("{example}, {load}: both, after the move ÷ optimized"),
+                "≥ 0.95",
+                &rounds,
+                |round| {
+                    round.ratio(
+                        Outcome::per_second,
+                        case(moved_row.as_str()),
+                        case(optimized_row.as_str()),
+                    )
+                },
+            );
+        }
+    }
+    println!();
+}
+
+/// What reads of `conformance` saw in one round: the ones made while Winch
+/// compiled the other plugins, those made once all served while Cranelift
+/// compiled them in the background, and those made once all were
+/// optimized.
+struct DuringCompile {
+    round: Round,
+    /// Whether some plugin was not yet optimized as the background window
+    /// closed.
+    compiling_at_end: bool,
+}
+
+/// The row of the reads while Winch compiles the other plugins.
+const DURING_BASELINE: &str = "while Winch compiles the others";
+/// The row of the reads while Cranelift compiles them in the background.
+const DURING: &str = "while Cranelift compiles the others in the background";
+/// The row of the reads once every plugin is optimized.
+const WARM: &str = "every plugin optimized";
+
+/// `conformance` (in the compile cache), `dataset`, `catalog` and `units`
+/// (not in it) served with both tiers: [`RESMUX_URI`] read at
+/// [`IN_FLIGHT`] from its first answer while another plugin is not yet
+/// optimized, then once every one is.
+async fn read_during_compile(resmux: &Resmux) -> DuringCompile {
+    let folder = examples_folder(resmux, &["conformance", "dataset", "catalog", "units"]);
+    let schemes = schemes_of(folder.path());
+    let cache = temp_dir();
+    let conformance = examples_folder(resmux, &["conformance"]);
+    resmux.compile(conformance.path(), cache.path()).await;
+    let dialect = Dialect::Stateless(RESMUX_URI);
+    let mut server = Tiered::start(resmux, folder.path(), cache.path(), Tiers::Both);
+    server.pipe.open(dialect).await;
+    let tiers = server.plugin_tiers().await;
+    if !all_in(&tiers, &schemes_of(conformance.path()), OPTIMIZED) {
+        server.pipe.server.fail(format!(
+            "conformance was not optimized at the first answer of {RESMUX_URI}, its code \
+             compiled into the cache by `resmux compile`: {tiers:?}"
+        ));
+    }
+    if all_in(&tiers, &schemes, OPTIMIZED) {
+        server.pipe.server.fail(format!(
+            "every plugin was optimized by the first answer of {RESMUX_URI}: \
+             no compile to read beside"
+        ));
+    }
+    let during_baseline = drive_pipe(&mut server.pipe, dialect, IN_FLIGHT).await;
+    server.wait_served(&schemes).await;
+    if all_in(&server.plugin_tiers().await, &schemes, OPTIMIZED) {
+        server.pipe.server.fail(
+            "every plugin was optimized once all served: no background compile to read beside",
+        );
+    }
+    let during = drive_pipe(&mut server.pipe, dialect, IN_FLIGHT).await;
+    let compiling_at_end = !all_in(&server.plugin_tiers().await, &schemes, OPTIMIZED);
+    server.wait_tier(&schemes, OPTIMIZED).await;
+    let warm = drive_pipe(&mut server.pipe, dialect, IN_FLIGHT).await;
+    server.stop().await;
+    let case = |name: &str, outcome| Case {
+        server: name.into(),
+        way: Way::Stdio,
+        in_flight: IN_FLIGHT,
+        outcome,
+    };
+    DuringCompile {
+        round: Round {
+            cases: vec![
+                case(DURING_BASELINE, during_baseline),
+                case(DURING, during),
+                case(WARM, warm),
+            ],
+        },
+        compiling_at_end,
+    }
+}
+
+/// Reads of one plugin beside the background compile of others, rounds of
+/// a fresh server each.
+async fn reads_during_compile(resmux: &Resmux) {
+    let mut rounds = Vec::new();
+    let mut compiling_at_end = Vec::new();
+    for run in 1..=TIER_RUNS {
+        progress(&format!(
+            "tiers: reads during a background compile, round {run} of {TIER_RUNS}"
+        ));
+        let measured = read_during_compile(resmux).await;
+        rounds.push(measured.round);
+        compiling_at_end.push(if measured.compiling_at_end {
+            "yes"
+        } else {
+            "no"
+        });
+    }
+    println!(
+        "### Reads of one plugin during the background compile of others: stdio, \
+         {IN_FLIGHT} in flight, {TIER_RUNS} rounds\n\n\
+         `--tiers both` on `conformance` (its Cranelift code in the compile cache), `dataset`, \
+         `catalog` and `units` (not in it): `{RESMUX_URI}` read from its first answer \
+         ({} ms warm-up, then {} s) while Winch compiles the others, then once every \
+         plugin serves while Cranelift compiles in the background (checked before), then \
+         again once every plugin reports `optimized`. A row shows the case's median \
+         round. Cranelift still compiling as the background window closed, each round: {}.\n",
+        WARM_UP.as_millis(),
+        RUN_FOR.as_secs(),
+        compiling_at_end.join(", ")
+    );
+    outcome_table(&rounds, IN_FLIGHT);
+    ratio_header("reads/s");
+    ratio_row(
+        &format!("{DURING} ÷ {WARM}"),
+        "≥ 0.80",
+        &rounds,
+        |round| round.ratio(Outcome::per_second, stdio_case(DURING), stdio_case(WARM)),
+    );
+    ratio_row(
+        &format!("{DURING_BASELINE} ÷ {WARM}"),
+        "—",
+        &rounds,
+        |round| {
+            round.ratio(
+                Outcome::per_second,
+                stdio_case(DURING_BASELINE),
+                stdio_case(WARM),
+            )
+        },
+    );
+    println!();
+}
+
+/// Winch first and Cranelift in the background against Cranelift alone:
+/// cold starts, a plugin dropped in, reads on each tier, and reads beside a
+/// background compile.
+async fn tiers(setup: &Setup) {
+    let resmux = setup.resmux();
+    println!(
+        "## Tiers: Winch first, Cranelift in the background (`resmux serve --tiers`), \
+         {}\n",
+        resmux.label
+    );
+    tiered_cold_starts(resmux).await;
+    drop_ins(resmux).await;
+    tier_reads(resmux).await;
+    reads_during_compile(resmux).await;
 }
 
 // -------------------------------------------------------------- replicas

@@ -172,6 +172,8 @@ def test_every_plugin_shows_its_state_origin_grants_and_live_figures(serve, brow
     assert str(plugins / "notes.wasm") in notes and "none (defaults apply)" in notes, notes
     digest = hashlib.sha256((plugins / "notes.wasm").read_bytes()).hexdigest()
     assert digest in notes, notes
+    # Its code came from the warm compile cache: Cranelift's, loaded.
+    assert "optimized (optimized " in notes and " ms)" in notes, notes
     files = shown["files"][1]
     assert f"directory {data} -> /data (ReadOnly)" in files, files
     assert "memory 64 MiB" in files and "calls at once" in files, files

@@ -360,6 +360,8 @@ impl LiveFolder {
             .map(|failure| failure.declared_by.as_path())
             .collect();
         for failure in &failures {
+            // Its files fail for another reason now: no more retries.
+            self.settled(&failure.declared_by);
             match self.scheme_served_by(&failure.declared_by) {
                 Some(scheme) => failure.report_not_replaced(scheme),
                 None => failure.report(None),
@@ -418,6 +420,8 @@ impl LiveFolder {
                 if due.contains(&scheme) || !matches!(entry.component, Source::Registry(_)) {
                     board().unchanged(&serving.declared_by);
                 }
+                // Nothing waits to be retried for it.
+                self.settled(&entry.declared_by);
                 continue;
             }
             let declared_by = entry.declared_by.clone();
@@ -426,7 +430,7 @@ impl LiveFolder {
                 board().loading(entry.origin());
             }
             match load(&self.runtime, entry, &self.rules).await {
-                Ok(loaded) => {
+                Ok(mut loaded) => {
                     let settings = loaded.settings();
                     let swap = self
                         .namespace
@@ -440,11 +444,14 @@ impl LiveFolder {
                             let what = if replacing { "replaced" } else { "added" };
                             tracing::info!(scheme, "plugin {what}");
                         }
-                        Err(error) => Failure {
-                            declared_by,
-                            error: anyhow::anyhow!("cannot mount it: {error}"),
+                        Err(error) => {
+                            self.settled(&declared_by);
+                            Failure {
+                                declared_by,
+                                error: anyhow::anyhow!("cannot mount it: {error}"),
+                            }
+                            .report(Some(&scheme));
                         }
-                        .report(Some(&scheme)),
                     }
                 }
                 Err(error) => {
@@ -452,6 +459,10 @@ impl LiveFolder {
                     if passes(&failure.error) {
                         let wait = self.retry_later(&failure);
                         failure.error = retried(failure.error, wait);
+                    } else {
+                        // Refused for a reason that does not pass: tried
+                        // again on its next change, not on a timer.
+                        self.settled(&failure.declared_by);
                     }
                     match replacing {
                         true => failure.report_not_replaced(&scheme),

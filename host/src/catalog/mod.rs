@@ -38,7 +38,7 @@ use crate::grants::signers::SignatureRules;
 use crate::grants::{Ceiling, Grants, files};
 use crate::namespace::{MountSettings, Namespace, uri};
 use crate::operator_file::{self, MOST_COMPONENT_BYTES};
-use crate::runtime::{Compiled, Runtime, WasmPlugin};
+use crate::runtime::{self, Compiled, Runtime, Tier, ToOptimize, WasmPlugin};
 use crate::telemetry::board::{self, board};
 
 /// How strictly a folder is loaded.
@@ -162,6 +162,13 @@ pub struct Loaded {
     pub fingerprint: Fingerprint,
     /// What the operator's board shows of it.
     pub card: board::Loaded,
+    /// The tier of the code it runs, and how long that took to compile
+    /// (or to load from the cache).
+    tier: Tier,
+    compile_time: Duration,
+    /// For a plugin on its baseline code: what optimizing it takes, once
+    /// it serves.
+    to_optimize: Option<ToOptimize>,
 }
 
 /// The bytes a plugin was loaded from: its component's digest and its
@@ -283,12 +290,22 @@ impl Loaded {
         self.entry.manifest.mount_settings()
     }
 
-    /// Tells the operator's board that it serves now, and, when the
+    /// Tells the operator's board that it serves now, starts compiling
+    /// its optimized code if it runs on its baseline code, and, when the
     /// console is on, asks the plugin what it is, beside serving: a plugin
     /// that spins there delays nothing, and one that cannot say still
     /// serves.
-    pub fn post(&self) {
+    pub fn post(&mut self) {
         board().serving(self.entry.origin(), self.card.clone());
+        runtime::now_on(
+            &self.entry.scheme,
+            self.plugin.id(),
+            self.tier,
+            Some(self.compile_time),
+        );
+        if let Some(job) = self.to_optimize.take() {
+            runtime::optimize(&self.plugin, &self.entry.scheme, job);
+        }
         if board().is_enabled() {
             let plugin = self.plugin.clone();
             tokio::spawn(async move {
@@ -340,8 +357,8 @@ pub struct Loading {
 
 impl Loading {
     /// Mounts every loaded plugin in `namespace`.
-    pub fn mount_into(&self, namespace: &Namespace) -> Result<()> {
-        for loaded in &self.loaded {
+    pub fn mount_into(&mut self, namespace: &Namespace) -> Result<()> {
+        for loaded in &mut self.loaded {
             namespace
                 .mount(
                     &loaded.entry.scheme,
@@ -611,7 +628,7 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
     let shown_grants = described(&grants, &entry.manifest);
     let plugin = runtime.with_stack(grants.limits.stack_kib)?.plugin(
         &entry.scheme,
-        &compiled.component,
+        &compiled,
         grants,
         config,
     )?;
@@ -626,12 +643,14 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         }),
         about: None,
         grants: shown_grants,
+        code: board::Code::default(),
     };
     tracing::info!(
         scheme = entry.scheme,
         component = %entry.component,
         sha256 = compiled.digest,
         origin = ?compiled.origin,
+        tier = compiled.tier.name(),
         elapsed_ms = compiled.elapsed.as_millis() as u64,
         "plugin loaded"
     );
@@ -640,6 +659,9 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         plugin: Arc::new(plugin),
         fingerprint,
         card,
+        tier: compiled.tier,
+        compile_time: compiled.elapsed,
+        to_optimize: compiled.to_optimize,
     })
 }
 

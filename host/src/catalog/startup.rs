@@ -155,7 +155,7 @@ fn arrive(
     outcome: Result<Loaded, Failure>,
 ) {
     let mut failure = match outcome {
-        Ok(loaded) => match namespace.mount(scheme, loaded.plugin.clone(), loaded.settings()) {
+        Ok(mut loaded) => match namespace.mount(scheme, loaded.plugin.clone(), loaded.settings()) {
             Ok(()) => {
                 loaded.post();
                 loading.loaded.push(loaded);

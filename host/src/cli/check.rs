@@ -77,7 +77,7 @@ pub async fn check(
         bytes.len(),
         compiled.digest
     ));
-    let plugin = match runtime.plugin(scheme, &compiled.component, grants, config) {
+    let plugin = match runtime.plugin(scheme, &compiled, grants, config) {
         Ok(plugin) => plugin,
         Err(error) => return report.fail(format!("{error:#}")),
     };

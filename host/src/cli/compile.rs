@@ -12,7 +12,7 @@ use anyhow::{Result, bail};
 
 use super::CacheArgs;
 use resmux::catalog::{self, Entry, Failure, Provenance, Rules};
-use resmux::runtime::{Compiled, Origin};
+use resmux::runtime::{Compiled, Origin, Tiers};
 
 /// Compiles every component of the folders among `paths` (with their
 /// manifests, which choose the engine a component is compiled for), and
@@ -22,7 +22,7 @@ pub async fn compile(paths: &[PathBuf], cache: &CacheArgs, rules: &Rules) -> Res
     if cache.no_cache {
         bail!("resmux compile (and pull) fill the compile cache, which --no-cache turns off");
     }
-    let runtime = cache.runtime()?;
+    let runtime = cache.runtime(Tiers::Optimized)?;
     let mut entries = Vec::new();
     let mut failures = Vec::new();
     for path in paths {

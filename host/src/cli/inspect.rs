@@ -11,6 +11,7 @@ use super::{CacheArgs, RulesArgs};
 use resmux::catalog::{Entry, locate};
 use resmux::grants::{Ceiling, Grants};
 use resmux::operator_file::{self, MOST_COMPONENT_BYTES};
+use resmux::runtime::Tiers;
 
 pub async fn inspect(
     component: &Path,
@@ -23,14 +24,14 @@ pub async fn inspect(
     let manifest = &entry.manifest;
     let manifest_dir = entry.manifest_dir();
     let grants = manifest.grants(manifest_dir)?;
-    let runtime = cache.runtime()?;
+    let runtime = cache.runtime(Tiers::Optimized)?;
     let located = locate(&runtime, &entry, &rules.rules()?).await?;
     let runtime = runtime.with_stack(grants.limits.stack_kib)?;
     let (bytes, _) = operator_file::read_bytes(&located.path, MOST_COMPONENT_BYTES, "component")?;
     let compiled = runtime
         .compile(&bytes, located.pin.as_deref())
         .with_context(|| format!("cannot load {}", entry.component))?;
-    let (imports, exports) = runtime.interface(&compiled.component);
+    let (imports, exports) = runtime.interface(&compiled);
     let mut out = std::io::stdout().lock();
     writeln!(out, "component  {}", entry.component)?;
     if let Some(provenance) = &located.provenance {
@@ -46,9 +47,10 @@ pub async fn inspect(
     writeln!(out, "sha256     {}", compiled.digest)?;
     writeln!(
         out,
-        "compiled   {:?} in {} ms",
+        "compiled   {:?} in {} ms, {} tier",
         compiled.origin,
-        compiled.elapsed.as_millis()
+        compiled.elapsed.as_millis(),
+        compiled.tier.name()
     )?;
     writeln!(out, "exports")?;
     for name in &exports {
@@ -106,12 +108,7 @@ pub async fn inspect(
     }
     writeln!(out, "answers    {}", manifest.limits.answers.describe())?;
     let plugin = runtime
-        .plugin(
-            &entry.scheme,
-            &compiled.component,
-            grants,
-            manifest.config_pairs()?,
-        )
+        .plugin(&entry.scheme, &compiled, grants, manifest.config_pairs()?)
         .with_context(|| format!("{} cannot be served", entry.component))?;
     match plugin.about().await {
         Ok(info) => writeln!(

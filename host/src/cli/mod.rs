@@ -31,7 +31,7 @@ use resmux::namespace::cursor::{self, CursorSeal};
 use resmux::namespace::{Namespace, changes};
 use resmux::operator_file::{self, MOST_COMPONENT_BYTES};
 use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
-use resmux::runtime::{CompileCache, HandleBudget, Runtime};
+use resmux::runtime::{CompileCache, HandleBudget, Runtime, Tiers};
 use resmux::telemetry::logs::LogFormat;
 use resmux::transport::{self, ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions, OperatorToken};
 
@@ -398,6 +398,12 @@ pub struct FolderArgs {
     /// The most entries one page of a listing holds.
     #[arg(long, default_value_t = DEFAULT_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     page_size: u32,
+    /// Which compiled code plugins run: `both` serves each on Winch's
+    /// code at once and moves it to Cranelift's once that is compiled in
+    /// the background; `optimized` serves each once Cranelift has compiled
+    /// it; `baseline` keeps Winch's (to measure it).
+    #[arg(long, value_enum, default_value_t = Tiers::Both, env = "RESMUX_TIERS")]
+    tiers: Tiers,
     #[command(flatten)]
     cache: CacheArgs,
     #[command(flatten)]
@@ -471,7 +477,8 @@ pub struct CacheArgs {
 }
 
 impl CacheArgs {
-    fn runtime(&self) -> Result<Runtime> {
+    /// The runtime, with this cache, running plugins on `tiers`' code.
+    fn runtime(&self, tiers: Tiers) -> Result<Runtime> {
         let dir = self
             .cache_dir
             .clone()
@@ -483,7 +490,7 @@ impl CacheArgs {
             (false, Some(dir), Some(key)) => CompileCache::open(&dir, &key)?,
             _ => CompileCache::disabled(),
         };
-        Runtime::new(cache, HandleBudget::from_process_limit())
+        Runtime::new(cache, HandleBudget::from_process_limit(), tiers)
     }
 }
 
@@ -593,7 +600,7 @@ pub async fn run(command: Command) -> Result<()> {
                 trace_uris,
                 cursor_seal,
             };
-            let runtime = folder.cache.runtime()?;
+            let runtime = folder.cache.runtime(folder.tiers)?;
             serve(folder, runtime, http, options).await
         }
         Command::Top {
@@ -635,7 +642,14 @@ pub async fn run(command: Command) -> Result<()> {
             cache,
         } => {
             let stdout = Box::new(std::io::stdout());
-            check::check(&component, manifest, &cache.runtime()?, reads, stdout).await
+            check::check(
+                &component,
+                manifest,
+                &cache.runtime(Tiers::Optimized)?,
+                reads,
+                stdout,
+            )
+            .await
         }
         Command::New { lang, name, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
@@ -727,7 +741,7 @@ fn cursor_seal(file: Option<&Path>, text: Option<&str>, rotation: Duration) -> R
 
 async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
     let namespace = Namespace::new(folder.page_size as usize);
-    let runtime = folder.cache.runtime()?;
+    let runtime = folder.cache.runtime(folder.tiers)?;
     load_all(folder, &runtime, &folder.rules.rules()?, &namespace).await?;
     Ok(namespace)
 }
@@ -740,7 +754,7 @@ async fn load_all(
     rules: &catalog::Rules,
     namespace: &Namespace,
 ) -> Result<Loading> {
-    let loading = catalog::load_folder(runtime, &folder.plugins, rules).await?;
+    let mut loading = catalog::load_folder(runtime, &folder.plugins, rules).await?;
     loading.mount_into(namespace)?;
     warn_if_empty(&folder.plugins, &loading);
     Ok(loading)

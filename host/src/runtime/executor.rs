@@ -53,7 +53,7 @@ pub fn handle() -> Handle {
 /// `builder`, whose threads run at the plugins' lower priority.
 pub fn lowered(builder: Builder) -> Builder {
     let mut builder = builder;
-    builder.on_thread_start(lower_this_thread);
+    builder.on_thread_start(lower_to_plugins);
     builder
 }
 
@@ -62,13 +62,37 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-/// Lowers the calling thread's priority to the plugins' (Linux sets the
+/// Puts the calling thread below every other priority (Linux's
+/// `SCHED_IDLE`: it runs only on a core nothing else wants); elsewhere,
+/// or if that is refused, it gets the lowest niceness.
+pub fn idle_this_thread() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid `sched_param`, read during the call;
+        // pid 0 is the calling thread.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0 {
+            return;
+        }
+    }
+    lower_this_thread(LOWEST_NICENESS);
+}
+
+/// The lowest priority `setpriority` gives.
+const LOWEST_NICENESS: i32 = 19;
+
+/// Lowers the calling thread's priority to the plugins'.
+pub fn lower_to_plugins() {
+    lower_this_thread(NICENESS);
+}
+
+/// Lowers the calling thread's priority to `niceness` (Linux sets the
 /// priority of one thread by its id); elsewhere it stays as it is.
-fn lower_this_thread() {
+fn lower_this_thread(niceness: i32) {
     #[cfg(target_os = "linux")]
     if let Err(error) =
-        rustix::process::setpriority_process(Some(rustix::thread::gettid()), NICENESS)
+        rustix::process::setpriority_process(Some(rustix::thread::gettid()), niceness)
     {
-        tracing::debug!("a plugin thread keeps the host's priority: {error}");
+        tracing::debug!("a thread keeps the host's priority: {error}");
     }
 }

@@ -8,7 +8,10 @@
 //! ran into a limit or was cancelled is dropped, so it leaves nothing behind.
 //! Faults are counted ([`super::health`]), and a plugin (or one of its paths)
 //! that keeps faulting is quarantined. Every call is a `plugin.call` span and
-//! is counted in the metrics ([`super::meter`]).
+//! is counted in the metrics ([`super::meter`]). A plugin runs one
+//! compiled code at a time; its move to the optimized tier
+//! ([`super::tiers`]) swaps that code between calls, while its call slots,
+//! health and stuck calls stay with it ([`Lasting`]).
 //!
 //! A plugin with file grants that exports `locate` is asked where a
 //! resource's file is before it is asked to read it ([`super::locate`]).
@@ -32,10 +35,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::AbortOnDropHandle;
@@ -43,7 +47,6 @@ use tracing::Instrument;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, ResourceTableError};
 use wasmtime::{PoolConcurrencyLimitError, Store, Trap, UpdateDeadline, WasmBacktrace};
 
-use super::Runtime;
 use super::bindings::{PluginIndices, PluginInfo};
 use super::epoch::EpochClock;
 use super::executor;
@@ -55,6 +58,7 @@ use super::meter::{Ended, FaultKind, Meter};
 use super::placement::{Place, Placement};
 use super::pool_share::PoolShare;
 use super::stuck::{Ending, Stuck};
+use super::tiers::ToOptimize;
 use crate::contract::{
     ChangeReport, Completion, CompletionRequest, Page, Provider, ProviderError, ReadResult,
     ResourceEntry, TemplateEntry,
@@ -64,7 +68,33 @@ use crate::grants::{Blocking, Grants, Sandbox};
 
 /// A plugin ready to serve calls.
 pub struct WasmPlugin {
-    shared: Arc<Shared>,
+    /// What its calls run on, replaced whole when the plugin moves to its
+    /// optimized code ([`super::tiers`]): each call runs to its end on the
+    /// code it started on.
+    shared: ArcSwap<Shared>,
+    /// What moving it to its optimized code takes, until the optimizer
+    /// takes it: held here, the component's bytes go with the plugin.
+    to_optimize: Mutex<Option<ToOptimize>>,
+}
+
+/// What a plugin keeps whichever compiled code runs its calls: one set of
+/// call slots, one health record and one count of stuck calls, so that its
+/// limits and its quarantine hold across a move to other code.
+#[derive(Clone)]
+struct Lasting {
+    name: Arc<str>,
+    id: u64,
+    grants: Grants,
+    config: Vec<(String, String)>,
+    call_slots: Arc<Semaphore>,
+    handles: HandleBudget,
+    health: Arc<Health>,
+    meter: Arc<Meter>,
+    stuck: Arc<Stuck>,
+    /// Its file threads, if its calls are placed.
+    placement: Option<Arc<Placement>>,
+    may_block: bool,
+    preopened: u32,
 }
 
 /// What every call of a plugin needs, shared with the threads that run calls
@@ -79,8 +109,8 @@ struct Shared {
     /// long as one of them is loaded.
     _component: Arc<Component>,
     /// Its share of the engine's instance pool, given back with the last of
-    /// its calls.
-    _pool_share: Option<PoolShare>,
+    /// its calls on any of its code.
+    pool_share: Option<Arc<PoolShare>>,
     /// The clock of its engine's time limits, which runs while a call does.
     epoch: EpochClock,
     /// The component linked under the plugin's grants, and where its
@@ -100,7 +130,7 @@ struct Shared {
     handles: HandleBudget,
     idle: Arc<Idle>,
     health: Arc<Health>,
-    meter: Meter,
+    meter: Arc<Meter>,
     /// Its calls stuck past their time limit.
     stuck: Arc<Stuck>,
     /// Whether a call may block its thread in a file operation (the plugin
@@ -123,7 +153,7 @@ struct Locating {
 /// The placement of a plugin's calls, and its idle instances made to run
 /// them inline.
 struct InlineLane {
-    placement: Placement,
+    placement: Arc<Placement>,
     idle: Arc<Idle>,
 }
 
@@ -242,46 +272,32 @@ pub(super) struct Linked {
     pub component: Arc<Component>,
     pub pre: InstancePre<Sandbox>,
     pub indices: PluginIndices,
-    /// Its share of the engine's instance pool.
-    pub pool_share: Option<PoolShare>,
+    /// Its share of the engine's instance pool, which its code on
+    /// another tier shares.
+    pub pool_share: Option<Arc<PoolShare>>,
 }
 
 /// What a call holds: its call slot, the idle instance it reuses if any, and
 /// its share of the descriptor budget (beyond what that instance holds).
 type Held = (OwnedSemaphorePermit, Option<Instance>, OwnedSemaphorePermit);
 
-impl WasmPlugin {
-    /// A plugin of `component` linked as `pre`, sharing `runtime`'s
-    /// descriptor budget and its engine's epoch clock.
-    pub(super) fn new(
+impl Lasting {
+    /// What a new plugin `name` keeps under `grants`: its call slots, a
+    /// clean health record, its series in the metrics, and its file
+    /// threads if its calls are placed.
+    fn new(
         name: Arc<str>,
-        linked: Linked,
         grants: Grants,
         config: Vec<(String, String)>,
-        runtime: &Runtime,
+        handles: HandleBudget,
     ) -> Self {
-        let Linked {
-            component,
-            pre,
-            indices,
-            pool_share,
-        } = linked;
-        let call_slots = Arc::new(Semaphore::new(grants.limits.concurrent_calls as usize));
+        static LOADED: AtomicU64 = AtomicU64::new(0);
+        let concurrent_calls = grants.limits.concurrent_calls as usize;
         let may_block = grants.may_block();
-        let preopened = grants.descriptors_per_instance();
         let health = Arc::new(Health::default());
-        let meter = Meter::new(&name, &health);
-        let new_idle = || {
-            Idle::new(
-                grants.limits.concurrent_calls as usize,
-                preopened,
-                may_block,
-                meter.idle(),
-            )
-        };
-        let idle = new_idle();
-        let inline = (may_block && grants.may_run_inline())
-            .then(|| Placement::new(&name, grants.limits.concurrent_calls as usize))
+        let meter = Arc::new(Meter::new(&name, &health));
+        let placement = (may_block && grants.may_run_inline())
+            .then(|| Placement::new(&name, concurrent_calls))
             .and_then(|placement| {
                 placement
                     .inspect_err(|error| {
@@ -289,52 +305,105 @@ impl WasmPlugin {
                     })
                     .ok()
             })
-            .map(|placement| InlineLane {
-                placement,
-                idle: new_idle(),
-            });
-        // Only a plugin with files can locate one.
-        let locating = locate::export_of(&component)
-            .filter(|_| may_block)
-            .map(|export| Locating {
-                export,
-                idle: new_idle(),
-                unable: AtomicBool::new(false),
-            });
-        static LOADED: AtomicU64 = AtomicU64::new(0);
-        let stuck = Stuck::new(name.clone(), meter.stuck());
+            .map(Arc::new);
         Self {
-            shared: Arc::new(Shared {
-                name,
-                id: LOADED.fetch_add(1, Ordering::Relaxed),
-                _component: component,
-                _pool_share: pool_share,
-                epoch: runtime.on.epoch.clone(),
-                pre,
-                indices,
-                locating,
-                inline,
-                grants,
-                config,
-                call_slots,
-                handles: runtime.handles.clone(),
-                idle,
-                health,
-                stuck,
-                meter,
-                may_block,
-                preopened,
-            }),
+            id: LOADED.fetch_add(1, Ordering::Relaxed),
+            stuck: Stuck::new(name.clone(), meter.stuck()),
+            call_slots: Arc::new(Semaphore::new(concurrent_calls)),
+            preopened: grants.descriptors_per_instance(),
+            name,
+            grants,
+            config,
+            handles,
+            health,
+            meter,
+            placement,
+            may_block,
         }
+    }
+
+    /// A pool of idle instances for one lane of the plugin's code.
+    fn new_idle(&self) -> Arc<Idle> {
+        Idle::new(
+            self.grants.limits.concurrent_calls as usize,
+            self.preopened,
+            self.may_block,
+            self.meter.idle(),
+        )
+    }
+}
+
+impl WasmPlugin {
+    /// A plugin of `linked`'s component, under `grants`, whose time
+    /// limits `epoch` drives, sharing the host's descriptor budget.
+    pub(super) fn new(
+        name: Arc<str>,
+        linked: Linked,
+        grants: Grants,
+        config: Vec<(String, String)>,
+        epoch: EpochClock,
+        handles: HandleBudget,
+    ) -> Self {
+        let lasting = Lasting::new(name, grants, config, handles);
+        Self {
+            shared: ArcSwap::from_pointee(Shared::new(lasting, linked, epoch)),
+            to_optimize: Mutex::new(None),
+        }
+    }
+
+    /// Keeps what moving the plugin to its optimized code takes, until
+    /// [`Self::take_to_optimize`].
+    pub(super) fn hold_to_optimize(&self, job: ToOptimize) {
+        *self
+            .to_optimize
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(job);
+    }
+
+    /// What moving the plugin to its optimized code takes, once.
+    pub(super) fn take_to_optimize(&self) -> Option<ToOptimize> {
+        self.to_optimize
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Moves the plugin's calls to `linked`, its component compiled by
+    /// another tier, once `init` has run on an instance of it: calls in
+    /// flight finish on the code they started on, and every later call
+    /// runs on the new code. Its call slots, health and stuck calls go with
+    /// it. On an error, the plugin stays on the code it runs now.
+    pub(super) async fn move_to(
+        &self,
+        linked: Linked,
+        epoch: EpochClock,
+    ) -> Result<(), ProviderError> {
+        let lasting = self.shared.load().lasting();
+        let moved = Self {
+            shared: ArcSwap::from_pointee(Shared::new(lasting, linked, epoch)),
+            to_optimize: Mutex::new(None),
+        };
+        moved.start().await?;
+        let left = self.shared.swap(moved.shared.load_full());
+        // Its idle instances are closed off the runtime's threads: closing
+        // a granted file may wait on its file system.
+        tokio::task::spawn_blocking(move || drop(left));
+        Ok(())
+    }
+
+    /// The share of the instance pool the plugin holds, which its code on
+    /// another tier takes over.
+    pub(super) fn pool_share(&self) -> Option<Arc<PoolShare>> {
+        self.shared.load().pool_share.clone()
     }
 
     /// Unique among the plugins this process loaded.
     pub fn id(&self) -> u64 {
-        self.shared.id
+        self.shared.load().id
     }
 
-    pub fn grants(&self) -> &Grants {
-        &self.shared.grants
+    pub fn grants(&self) -> Grants {
+        self.shared.load().grants.clone()
     }
 
     /// What the plugin says about itself.
@@ -356,12 +425,13 @@ impl WasmPlugin {
             })
         };
         started(Lane::Serving).await?;
-        if let Some(locating) = &self.shared.locating
+        let shared = self.shared.load_full();
+        if let Some(locating) = &shared.locating
             && let Err(error) = started(Lane::Locating).await
         {
             locating.unable.store(true, Ordering::Relaxed);
             tracing::warn!(
-                plugin = %self.shared.name,
+                plugin = %shared.name,
                 "locate is not used: init failed on an instance without file grants, as locate's are ({error}); reads go through read"
             );
         }
@@ -372,7 +442,8 @@ impl WasmPlugin {
     /// host; none if the plugin does not locate it, or the host cannot read
     /// it for the plugin.
     async fn read_located(&self, path: &str) -> Result<Option<ReadResult>, ProviderError> {
-        let Some(locating) = &self.shared.locating else {
+        let shared = self.shared.load_full();
+        let Some(locating) = &shared.locating else {
             return Ok(None);
         };
         if locating.unable.load(Ordering::Relaxed) {
@@ -400,11 +471,11 @@ impl WasmPlugin {
         let Some(located) = located else {
             return Ok(None);
         };
-        let answer = self.shared.read_located_file(path, located).await?;
+        let answer = shared.read_located_file(path, located).await?;
         if answer.is_some() {
             // Only a whole answer says the path is healthy: `locate` alone
             // must not wipe out the faults of the path's `read`.
-            self.shared.health.record_success(Some(path));
+            shared.health.record_success(Some(path));
         }
         Ok(answer)
     }
@@ -432,7 +503,7 @@ impl WasmPlugin {
         T: Send + 'static,
         F: CallFn<T>,
     {
-        let shared = &self.shared;
+        let shared = &self.shared.load_full();
         let span = tracing::debug_span!(
             "plugin.call",
             otel.name = %format_args!("{operation} {}", shared.name),
@@ -505,6 +576,83 @@ const STUCK_CALL_LIMITS: u32 = 10;
 const THREAD_GRACE: Duration = Duration::from_millis(100);
 
 impl Shared {
+    /// `lasting` running `linked`'s code, whose time limits `epoch`
+    /// drives, with no idle instance yet.
+    fn new(lasting: Lasting, linked: Linked, epoch: EpochClock) -> Self {
+        let Linked {
+            component,
+            pre,
+            indices,
+            pool_share,
+        } = linked;
+        let inline = lasting.placement.clone().map(|placement| InlineLane {
+            placement,
+            idle: lasting.new_idle(),
+        });
+        // Only a plugin with files can locate one.
+        let locating = locate::export_of(&component)
+            .filter(|_| lasting.may_block)
+            .map(|export| Locating {
+                export,
+                idle: lasting.new_idle(),
+                unable: AtomicBool::new(false),
+            });
+        let idle = lasting.new_idle();
+        let Lasting {
+            name,
+            id,
+            grants,
+            config,
+            call_slots,
+            handles,
+            health,
+            meter,
+            stuck,
+            placement: _,
+            may_block,
+            preopened,
+        } = lasting;
+        Self {
+            name,
+            id,
+            _component: component,
+            pool_share,
+            epoch,
+            pre,
+            indices,
+            locating,
+            inline,
+            grants,
+            config,
+            call_slots,
+            handles,
+            idle,
+            health,
+            meter,
+            stuck,
+            may_block,
+            preopened,
+        }
+    }
+
+    /// What the plugin keeps if it moves to other code.
+    fn lasting(&self) -> Lasting {
+        Lasting {
+            name: self.name.clone(),
+            id: self.id,
+            grants: self.grants.clone(),
+            config: self.config.clone(),
+            call_slots: self.call_slots.clone(),
+            handles: self.handles.clone(),
+            health: self.health.clone(),
+            meter: self.meter.clone(),
+            stuck: self.stuck.clone(),
+            placement: self.inline.as_ref().map(|inline| inline.placement.clone()),
+            may_block: self.may_block,
+            preopened: self.preopened,
+        }
+    }
+
     /// The call itself, for [`WasmPlugin::run`].
     async fn run<T, F>(
         self: &Arc<Self>,
@@ -1112,7 +1260,7 @@ impl Provider for WasmPlugin {
             .contents
             .iter()
             .map(|content| content.body.byte_count());
-        self.shared.meter.read(bytes.sum::<usize>() as u64);
+        self.shared.load().meter.read(bytes.sum::<usize>() as u64);
         Ok(read)
     }
 

@@ -74,6 +74,29 @@ pub struct Loaded {
     /// Its grants and limits, by section, as `resmux inspect` prints them
     /// (never a secret's value).
     pub grants: Vec<(String, Vec<String>)>,
+    pub code: Code,
+}
+
+/// Which compiled code a plugin runs, and how long each tier took to
+/// compile (or to load from the compile cache).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Code {
+    /// `baseline`, `optimizing` or `optimized`.
+    pub tier: &'static str,
+    /// By tier compiled (`baseline`, `optimized`), in the order compiled.
+    pub compiled: Vec<(&'static str, Duration)>,
+}
+
+impl Code {
+    /// Notes that the plugin runs on `tier`'s code now, and that the tier
+    /// named in `compiled` took its time.
+    pub fn moved(&mut self, tier: &'static str, compiled: Option<(&'static str, Duration)>) {
+        self.tier = tier;
+        if let Some((code, elapsed)) = compiled {
+            self.compiled.retain(|(each, _)| *each != code);
+            self.compiled.push((code, elapsed));
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +155,8 @@ pub enum Kind {
     Quarantined,
     /// A call of the plugin is stuck past its time limit.
     Stuck,
+    /// The plugin moved to its optimized code.
+    Optimized,
     /// An access decision of the audit log: allowed.
     Allowed,
     /// An access decision of the audit log: denied.
@@ -147,6 +172,7 @@ impl Kind {
             Self::Refused => "refused",
             Self::Quarantined => "quarantined",
             Self::Stuck => "stuck",
+            Self::Optimized => "optimized",
             Self::Allowed => "allowed",
             Self::Denied => "denied",
         }
@@ -268,6 +294,38 @@ impl Board {
         {
             loaded.about = Some((kept(name), kept(version), kept(description)));
         }
+    }
+
+    /// The plugin whose runtime id is `plugin` runs on `tier`'s code now;
+    /// `compiled` says which tier took how long, if it is new code. A move
+    /// to the optimized tier is an event. False if no card shows that
+    /// plugin (one replaced or removed).
+    pub fn code(
+        &self,
+        plugin: u64,
+        tier: &'static str,
+        compiled: Option<(&'static str, Duration)>,
+    ) -> bool {
+        let mut inner = self.lock();
+        let Some(card) = inner.cards.values_mut().find(|card| {
+            card.loaded
+                .as_ref()
+                .is_some_and(|loaded| loaded.plugin == plugin)
+        }) else {
+            return false;
+        };
+        let scheme = card.origin.scheme.clone();
+        let loaded = card.loaded.as_mut().expect("found by its loaded plugin");
+        let moved_up = loaded.code.tier != tier && tier == "optimized";
+        loaded.code.moved(tier, compiled);
+        if moved_up && let Some((_, elapsed)) = compiled {
+            let text = format!(
+                "moved to optimized code, compiled in {} ms",
+                elapsed.as_millis()
+            );
+            inner.record(Kind::Optimized, Some(scheme), text);
+        }
+        true
     }
 
     /// A change of the files of the plugin declared by `file`, under

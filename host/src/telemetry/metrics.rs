@@ -9,6 +9,7 @@
 //! serve is `other`). No label ever carries a URI, a path, a token or an
 //! OAuth subject.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{LazyLock, Mutex, PoisonError};
 
 use prometheus_client::collector::Collector;
@@ -42,6 +43,12 @@ pub struct Metrics {
     pub plugin_idle_instances: Family<Plugin, Gauge>,
     /// Calls of the plugin stuck past their time limit, whose work goes on.
     pub plugin_stuck_calls: Family<Plugin, Gauge>,
+    /// 1 for the tier of compiled code the plugin runs on now, 0 for the
+    /// others.
+    pub plugin_tier: Family<PluginTier, Gauge>,
+    /// How long each tier of the plugin's code took to compile, or to load
+    /// from the compile cache.
+    pub plugin_compile_seconds: Family<PluginTier, Gauge<f64, AtomicU64>>,
     /// Instance slots the runtime's pools hold (0 with on-demand allocation).
     pub instance_pool_capacity: Gauge,
     /// MCP requests and how long they took (OpenTelemetry MCP semantic
@@ -99,6 +106,22 @@ pub struct PluginFault {
     /// `trap`, `timeout`, `cpu`, `memory`, `table`, `stack`, `handles` or
     /// `host`.
     pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginTier {
+    pub plugin: String,
+    /// `baseline`, `optimizing` or `optimized`.
+    pub tier: &'static str,
+}
+
+impl PluginTier {
+    pub fn new(plugin: &str, tier: &'static str) -> Self {
+        Self {
+            plugin: plugin.to_owned(),
+            tier,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -233,6 +256,18 @@ impl Metrics {
                 "resmux_plugin_stuck_calls",
                 "Calls of the plugin stuck past their time limit, their work still running (a file operation holds it)",
                 None,
+                Family::default(),
+            ),
+            plugin_tier: add.metric(
+                "resmux_plugin_tier",
+                "1 for the tier of compiled code the plugin runs on now (baseline, optimizing: baseline while Cranelift compiles, optimized), 0 for the others",
+                None,
+                Family::default(),
+            ),
+            plugin_compile_seconds: add.metric(
+                "resmux_plugin_compile",
+                "How long each tier of the plugin's code (baseline: Winch, optimized: Cranelift) took to compile or to load from the compile cache",
+                Some(Unit::Seconds),
                 Family::default(),
             ),
             instance_pool_capacity: add.metric(

@@ -19,7 +19,7 @@ use crate::cli::{
     ServeOptions, check, serve,
 };
 use resmux::namespace::cursor::{self, CursorSeal};
-use resmux::runtime::Runtime;
+use resmux::runtime::{Runtime, Tiers};
 use resmux::transport::{ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions};
 
 /// Quiet time after the last save before a build starts.
@@ -50,7 +50,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
     }
     // One runtime for the server and the checks: a build is compiled
     // once, and shared.
-    let runtime = cache.runtime()?;
+    let runtime = cache.runtime(Tiers::Both)?;
     build_and_check(&dir, &script, &runtime).await;
 
     let (saved, mut saves) = mpsc::unbounded_channel();
@@ -85,6 +85,7 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
     let folder = FolderArgs {
         plugins: dir,
         page_size: DEFAULT_PAGE_SIZE,
+        tiers: Tiers::Both,
         cache,
         rules: RulesArgs {
             ceiling: None,

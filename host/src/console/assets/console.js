@@ -271,6 +271,7 @@
       ['manifest', plugin.manifest || 'none (defaults apply)'],
       ['component', plugin.component !== plugin.file && plugin.component],
       ['sha256', plugin.sha256],
+      ['code', plugin.code],
       ['pulled', plugin.pulled],
       ['signed by', plugin.signed_by && (plugin.signed_by + (plugin.logged ? ', with a checked transparency-log entry' : ', without a transparency-log entry'))],
     ];
