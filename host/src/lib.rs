@@ -37,3 +37,4 @@ pub mod protocol;
 pub mod runtime;
 pub mod telemetry;
 pub mod transport;
+pub mod under_way;

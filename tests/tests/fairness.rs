@@ -294,7 +294,7 @@ async fn a_plugin_wedged_by_calls_stuck_in_its_files_says_so_and_refuses_at_once
     let log_after = server
         .wait_for_log("no call is stuck any more", 1, EXCHANGE_TIMEOUT)
         .await;
-    assert_eq!(log_after.matches(said).count(), 1, "{log}");
+    assert_eq!(log_after.matches(said).count(), 1, "{log_after}");
     assert_eq!(server.read_text("liar://honest").await, "a lie");
     server.stop().await.unwrap();
 }

@@ -626,12 +626,8 @@ pub async fn load(runtime: &Runtime, entry: Entry, rules: &Rules) -> Result<Load
         .map(|provenance| provenance.manifest_digest.clone());
     let config = entry.manifest.config_pairs()?;
     let shown_grants = described(&grants, &entry.manifest);
-    let plugin = runtime.with_stack(grants.limits.stack_kib)?.plugin(
-        &entry.scheme,
-        &compiled,
-        grants,
-        config,
-    )?;
+    // Linked on the engine that compiled it, which its stack limit chose.
+    let plugin = runtime.plugin(&entry.scheme, &compiled, grants, config)?;
     plugin.start().await?;
     let card = board::Loaded {
         plugin: plugin.id(),

@@ -23,17 +23,17 @@
 //! which the log says once; so is every component where Winch cannot run
 //! at all (another architecture).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tokio::sync::{Mutex, Notify};
+use tokio::sync::Mutex;
 
 use super::Runtime;
 use super::plugin::WasmPlugin;
 use crate::telemetry::board::board;
 use crate::telemetry::metrics;
+use crate::under_way::UnderWay;
 
 /// Which code `resmux serve` runs its plugins on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -217,47 +217,7 @@ impl Threads {
 }
 
 /// Compiles a client may be waiting for, under way now.
-static FOREGROUND: UnderWay = UnderWay {
-    count: AtomicUsize::new(0),
-    none: Notify::const_new(),
-};
-
-/// A count of compiles under way, and a way to wait until there are none.
-struct UnderWay {
-    count: AtomicUsize,
-    none: Notify,
-}
-
-/// One compile under way, counted until dropped.
-struct Counted(&'static UnderWay);
-
-impl UnderWay {
-    fn start(&'static self) -> Counted {
-        self.count.fetch_add(1, Ordering::SeqCst);
-        Counted(self)
-    }
-
-    /// Returns once no compile is under way.
-    async fn until_none(&self) {
-        loop {
-            let none = self.none.notified();
-            let mut none = std::pin::pin!(none);
-            none.as_mut().enable();
-            if self.count.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            none.await;
-        }
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.none.notify_waiters();
-        }
-    }
-}
+static FOREGROUND: LazyLock<Arc<UnderWay>> = LazyLock::new(Arc::default);
 
 /// A pool of compile threads, a core each, started on first use at the
 /// priority `lower` gives them.

@@ -7,7 +7,6 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
@@ -16,43 +15,13 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use hyper::body::{Frame, SizeHint};
-use tokio::sync::Notify;
 
 /// The header a 2026-07-28 request names its method in.
 const METHOD_HEADER: &str = "mcp-method";
 const LISTEN: &str = "subscriptions/listen";
 
-#[derive(Default)]
-pub struct InFlight {
-    count: AtomicUsize,
-    none_left: Notify,
-}
-
-/// One request counted until it is dropped.
-struct Counted(Arc<InFlight>);
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.none_left.notify_waiters();
-        }
-    }
-}
-
-impl InFlight {
-    /// Resolves once no counted request is left.
-    pub async fn until_none(&self) {
-        loop {
-            let none_left = self.none_left.notified();
-            let mut none_left = std::pin::pin!(none_left);
-            none_left.as_mut().enable();
-            if self.count.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            none_left.await;
-        }
-    }
-}
+/// The requests a listener is answering.
+pub use crate::under_way::UnderWay as InFlight;
 
 /// Counts `request` until its response's body has been sent or dropped.
 pub async fn count(
@@ -68,8 +37,7 @@ pub async fn count(
     if streams {
         return next.run(request).await;
     }
-    in_flight.count.fetch_add(1, Ordering::AcqRel);
-    let counted = Counted(in_flight);
+    let counted = in_flight.start();
     next.run(request)
         .await
         .map(|body| until_sent(body, counted))
