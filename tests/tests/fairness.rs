@@ -276,7 +276,7 @@ async fn a_plugin_wedged_by_calls_stuck_in_its_files_says_so_and_refuses_at_once
     let stuck = "resmux_plugin_stuck_calls{plugin=\"liar\"}";
     wait_for_sample(&metrics, stuck, "both calls stuck", |value| value == 2.0).await;
     let said = "a call of read is stuck past its time limit";
-    let log = server.wait_for_log(said, 1, EXCHANGE_TIMEOUT).await;
+    server.wait_for_log(said, 1, EXCHANGE_TIMEOUT).await;
     // A read that needs no file is refused at once, saying why, instead of
     // waiting a time limit for a slot.
     let refused = server.read_error("liar://honest").await;

@@ -193,7 +193,12 @@ fn poll(entry: &Entry) -> Option<(Duration, Instant)> {
 /// engine's instance pool has no room for its share until another plugin
 /// gives its own back.
 pub(super) fn passes(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| cause.is::<PoolShareFull>())
+    no_room_yet(error).is_some()
+}
+
+/// The want of room in the instance pool `error` says, if it does.
+fn no_room_yet(error: &anyhow::Error) -> Option<&PoolShareFull> {
+    error.chain().find_map(|cause| cause.downcast_ref())
 }
 
 /// `error`, of a plugin to be tried again after `wait`, saying so.
@@ -242,10 +247,7 @@ impl LiveFolder {
                 next: Instant::now() + wait,
             },
         );
-        let why = failure
-            .error
-            .chain()
-            .find(|cause| cause.is::<PoolShareFull>())
+        let why = no_room_yet(&failure.error)
             .map_or_else(|| format!("{:#}", failure.error), ToString::to_string);
         retrying::retrying(
             &failure.declared_by,
@@ -394,15 +396,14 @@ impl LiveFolder {
             )
             .collect();
         board().keep_only(&declared);
-        let stale: Vec<PathBuf> = self
-            .retrying
-            .keys()
-            .filter(|file| !declared.contains(&file.as_path()))
-            .cloned()
-            .collect();
-        for file in stale {
-            self.settled(&file);
-        }
+        // A plugin whose files are gone is tried no more.
+        self.retrying.retain(|file, _| {
+            let still_declared = declared.contains(&file.as_path());
+            if !still_declared {
+                retrying::settled(file);
+            }
+            still_declared
+        });
         let moved_tags = self.moved_tags(&due, &entries).await;
         for entry in entries {
             let scheme = entry.scheme.clone();
