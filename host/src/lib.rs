@@ -27,12 +27,14 @@ pub mod access;
 pub mod catalog;
 pub mod console;
 pub mod contract;
+pub mod file_identity;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod grants;
 pub mod namespace;
 pub mod operator_file;
 pub mod owner_file;
+pub mod platform;
 pub mod protocol;
 pub mod runtime;
 pub mod telemetry;

@@ -9,6 +9,7 @@ use resmux::telemetry::logs;
 /// jemalloc: glibc's malloc serialised resmux's threads on its arena locks
 /// (a read's allocations are freed on another thread), a fifth of resmux's
 /// CPU per stdio read with 32 in flight.
+#[cfg(target_os = "linux")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

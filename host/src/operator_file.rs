@@ -10,7 +10,6 @@
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -60,10 +59,7 @@ pub fn read_bytes(path: &Path, limit: u64, what: &str) -> Result<(Vec<u8>, Metad
 /// regular file.
 fn open_regular(path: &Path, what: &str) -> Result<(File, Metadata)> {
     let cannot_read = || format!("cannot read {what} {}", path.display());
-    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits() as i32)
+    let file = without_waiting(OpenOptions::new().read(true))
         .open(path)
         .with_context(cannot_read)?;
     let metadata = file.metadata().with_context(cannot_read)?;
@@ -77,22 +73,43 @@ fn open_regular(path: &Path, what: &str) -> Result<(File, Metadata)> {
     Ok((file, metadata))
 }
 
+/// Options that open a FIFO without waiting for its writer, and never
+/// make a terminal the process's own.
+#[cfg(unix)]
+fn without_waiting(options: &mut OpenOptions) -> &mut OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    options.custom_flags(flags.bits() as i32)
+}
+
+/// Windows opens no pipe or device found in a folder by waiting: a named
+/// pipe lives outside every folder, and a device name (`CON`, `NUL`) opens
+/// at once and is then refused as not a file.
+#[cfg(windows)]
+fn without_waiting(options: &mut OpenOptions) -> &mut OpenOptions {
+    options
+}
+
 /// What a file that is not a regular one is.
 fn kind(metadata: &Metadata) -> &'static str {
     let kind = metadata.file_type();
     if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
+        return "a directory";
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        } else if kind.is_char_device() {
+            return "a character device";
+        } else if kind.is_block_device() {
+            return "a block device";
+        } else if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    "not a file"
 }
 
 /// `bytes`, in the unit that says it best.

@@ -77,6 +77,19 @@ fn scaffold(lang: &str) -> (tempfile::TempDir, PathBuf) {
          or serve it and rebuild on every save with resmux dev hello\n"
     );
     let project = outside.path().join("hello");
+    // Windows' build script beside build.sh, with this resmux named as
+    // PowerShell quotes a string.
+    let helpers = std::fs::read_to_string(project.join("build-helpers.ps1")).unwrap();
+    let written_by = std::fs::canonicalize(resmux_bin()).unwrap();
+    assert!(
+        helpers.contains(&format!("    $resmux = '{}'\n", written_by.display())),
+        "{helpers}"
+    );
+    let script = std::fs::read_to_string(project.join("build.ps1")).unwrap();
+    assert!(
+        script.contains("\n. \"$PSScriptRoot/build-helpers.ps1\"\n"),
+        "{script}"
+    );
     (outside, project)
 }
 

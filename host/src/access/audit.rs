@@ -18,7 +18,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -26,6 +25,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
+
+use crate::file_identity;
 
 /// Lines queued for the writer thread before new ones are dropped (or, when
 /// the log is required, before requests wait for room).
@@ -450,10 +451,10 @@ fn open(path: &Path) -> Result<File> {
 
 /// Whether `path` no longer names `file`: it was moved or removed.
 fn moved(path: &Path, file: &File) -> bool {
-    let (Ok(named), Ok(open)) = (std::fs::metadata(path), file.metadata()) else {
+    let (Ok(named), Ok(open)) = (file_identity::of_path(path), file_identity::of(file)) else {
         return true;
     };
-    (named.dev(), named.ino()) != (open.dev(), open.ino())
+    named != open
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 //! folder's name alone; while the path names no folder, the plugins loaded
 //! keep serving.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -13,12 +12,14 @@ use anyhow::{Context, Result};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
 
+use crate::file_identity::{self, Identity};
+
 pub struct FolderWatch {
     folder: PathBuf,
     watcher: RecommendedWatcher,
     /// The folder watched now (its device and inode); none while the path
     /// names none, or it cannot be watched.
-    watched: Option<(u64, u64)>,
+    watched: Option<Identity>,
     _parent: RecommendedWatcher,
 }
 
@@ -61,7 +62,7 @@ impl FolderWatch {
         let named = std::fs::metadata(&self.folder)
             .ok()
             .filter(std::fs::Metadata::is_dir)
-            .map(|metadata| (metadata.dev(), metadata.ino()));
+            .and_then(|_| file_identity::of_path(&self.folder).ok());
         if named == self.watched {
             return;
         }

@@ -12,6 +12,10 @@
 //! on, [`live`] keeps the namespace in step with the folder.
 
 pub mod folder_watch;
+#[cfg(target_os = "linux")]
+mod grant_watch;
+#[cfg(not(target_os = "linux"))]
+#[path = "grant_watch_portable.rs"]
 mod grant_watch;
 pub mod live;
 pub mod manifest;
@@ -20,7 +24,6 @@ pub mod startup;
 
 use std::collections::BTreeMap;
 use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -205,19 +208,50 @@ impl FileStamp {
     /// The stamp of a file whose metadata is `metadata`, looked at `now`;
     /// none if it changed less than [`SETTLED_AFTER`] before (or after) `now`.
     fn of(metadata: &Metadata, now: SystemTime) -> Option<Self> {
-        let changed_at = u64::try_from(metadata.ctime())
+        let stamp = Self::read(metadata)?;
+        let changed_at = u64::try_from(stamp.changed.0)
             .ok()
-            .zip(u32::try_from(metadata.ctime_nsec()).ok())
+            .zip(u32::try_from(stamp.changed.1).ok())
             .and_then(|(seconds, nanos)| UNIX_EPOCH.checked_add(Duration::new(seconds, nanos)))?;
         let settled = now
             .duration_since(changed_at)
             .is_ok_and(|age| age >= SETTLED_AFTER);
-        settled.then(|| Self {
+        settled.then_some(stamp)
+    }
+
+    /// Device, inode, size, modification and change times.
+    #[cfg(unix)]
+    fn read(metadata: &Metadata) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        Some(Self {
             device: metadata.dev(),
             inode: metadata.ino(),
             size: metadata.size(),
             modified: (metadata.mtime(), metadata.mtime_nsec()),
             changed: (metadata.ctime(), metadata.ctime_nsec()),
+        })
+    }
+
+    /// Windows keeps no change time that std reads, and no inode in a
+    /// path's metadata: the size, the last write, and the creation (a file
+    /// copied or renamed over the old one was created anew).
+    #[cfg(windows)]
+    fn read(metadata: &Metadata) -> Option<Self> {
+        let since_epoch = |time: SystemTime| -> Option<(i64, i64)> {
+            let age = time.duration_since(UNIX_EPOCH).ok()?;
+            Some((
+                i64::try_from(age.as_secs()).ok()?,
+                i64::from(age.subsec_nanos()),
+            ))
+        };
+        let modified = since_epoch(metadata.modified().ok()?)?;
+        let created = since_epoch(metadata.created().ok()?)?;
+        Some(Self {
+            device: 0,
+            inode: 0,
+            size: metadata.len(),
+            modified,
+            changed: modified.max(created),
         })
     }
 }
@@ -454,7 +488,7 @@ fn inside_folder(folder: &Path, component: &Path) -> Result<PathBuf> {
         .all(|part| matches!(part, std::path::Component::Normal(_)));
     let joined = folder.join(component);
     let inside = plain
-        && match (joined.canonicalize(), folder.canonicalize()) {
+        && match (dunce::canonicalize(&joined), dunce::canonicalize(folder)) {
             (Ok(target), Ok(folder)) => target.starts_with(folder),
             (Err(_), _) | (_, Err(_)) => true,
         };

@@ -463,12 +463,16 @@ impl RulesArgs {
 
 #[derive(ClapArgs)]
 pub struct CacheArgs {
-    /// Where compiled plugins are cached (default: $XDG_CACHE_HOME/resmux or ~/.cache/resmux).
+    /// Where compiled plugins are cached (default: $XDG_CACHE_HOME/resmux or
+    /// ~/.cache/resmux on Linux, ~/Library/Caches/resmux on macOS,
+    /// %LOCALAPPDATA%\resmux on Windows).
     #[arg(long, env = "RESMUX_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// The key that vouches for cached code, kept outside the cache
-    /// (default: $XDG_STATE_HOME/resmux/cache-key or ~/.local/state/resmux/cache-key;
-    /// made when missing).
+    /// (default: $XDG_STATE_HOME/resmux/cache-key or
+    /// ~/.local/state/resmux/cache-key on Linux, ~/Library/Application
+    /// Support/resmux/cache-key on macOS, %LOCALAPPDATA%\resmux-state\cache-key
+    /// on Windows; made when missing).
     #[arg(long, env = "RESMUX_CACHE_KEY")]
     cache_key: Option<PathBuf>,
     /// Compile every plugin afresh and cache nothing.
@@ -482,10 +486,8 @@ impl CacheArgs {
         let dir = self
             .cache_dir
             .clone()
-            .or_else(|| user_dir("XDG_CACHE_HOME", ".cache").map(|base| base.join("resmux")));
-        let key = self.cache_key.clone().or_else(|| {
-            user_dir("XDG_STATE_HOME", ".local/state").map(|base| base.join("resmux/cache-key"))
-        });
+            .or_else(|| dirs::cache_dir().map(|base| base.join("resmux")));
+        let key = self.cache_key.clone().or_else(default_cache_key);
         let cache = match (self.no_cache, dir, key) {
             (false, Some(dir), Some(key)) => CompileCache::open(&dir, &key)?,
             _ => CompileCache::disabled(),
@@ -494,11 +496,18 @@ impl CacheArgs {
     }
 }
 
-/// `$variable`, else `~/fallback`.
-fn user_dir(variable: &str, fallback: &str) -> Option<PathBuf> {
-    std::env::var_os(variable)
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(fallback)))
+/// Where the compile cache's key is kept when no flag says: the user's
+/// state folder (Linux), or beside it in the user's own application data
+/// where there is none, outside the cache folder (which on Windows is that
+/// same folder's `resmux`).
+fn default_cache_key() -> Option<PathBuf> {
+    match dirs::state_dir() {
+        Some(state) => Some(state.join("resmux").join("cache-key")),
+        None if cfg!(windows) => {
+            dirs::data_local_dir().map(|base| base.join("resmux-state").join("cache-key"))
+        }
+        None => dirs::data_local_dir().map(|base| base.join("resmux").join("cache-key")),
+    }
 }
 
 fn name_value(text: &str) -> Result<(String, String), String> {
@@ -793,6 +802,7 @@ async fn serve(
     http: Option<HttpOptions>,
     options: ServeOptions,
 ) -> Result<()> {
+    resmux::platform::say_differences();
     let rules = folder.rules.rules()?;
     // In locked mode nothing is served unaudited.
     let audit = options

@@ -64,7 +64,7 @@ impl Ceiling {
                 .into_iter()
                 .map(|entry| {
                     let joined = base.join(&entry);
-                    joined.canonicalize().with_context(|| {
+                    dunce::canonicalize(&joined).with_context(|| {
                         format!(
                             "ceiling {} names {}, which cannot be opened",
                             path.display(),

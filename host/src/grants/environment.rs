@@ -32,7 +32,7 @@ impl Capability for EnvSection {
                 }
                 Source::FromFile(file) => {
                     let path = manifest_dir.join(file);
-                    let path = path.canonicalize().with_context(|| {
+                    let path = dunce::canonicalize(&path).with_context(|| {
                         format!("secret file {} cannot be opened", path.display())
                     })?;
                     if !ceiling.secret_files.contains(&path) {

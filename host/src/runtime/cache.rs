@@ -25,7 +25,6 @@
 use std::fs::{self, File};
 use std::hash::{Hash, Hasher};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -92,11 +91,7 @@ impl CompileCache {
     /// disk) leaves the cache disabled, with a warning: resmux serves,
     /// compiling in memory.
     pub fn open(dir: &Path, key_file: &Path) -> Result<Self> {
-        if let Err(error) = fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-        {
+        if let Err(error) = create_private_dir(dir) {
             return Ok(Self::unavailable(format_args!(
                 "cannot create cache directory {}: {error}",
                 dir.display()
@@ -139,11 +134,7 @@ impl CompileCache {
             return Ok(None);
         };
         let dir = stored.dir.join(name);
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        create_private_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let metadata =
             fs::metadata(&dir).with_context(|| format!("cannot read {}", dir.display()))?;
         only_ours(&metadata, 0o022)
@@ -285,7 +276,9 @@ impl Stored {
 
 /// Refuses what is not owned by resmux's user, or has any of `forbidden`
 /// mode bits set.
+#[cfg(unix)]
 fn only_ours(metadata: &fs::Metadata, forbidden: u32) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let user = rustix::process::geteuid().as_raw();
     if metadata.uid() != user {
         bail!(
@@ -298,6 +291,24 @@ fn only_ours(metadata: &fs::Metadata, forbidden: u32) -> Result<()> {
         bail!("its mode {mode:o} lets others change it");
     }
     Ok(())
+}
+
+/// Windows keeps who may change a file in its access list, inherited from
+/// the folder: the cache lies under the user's own profile, which only the
+/// user (and administrators) may change. Nothing more is checked here.
+#[cfg(windows)]
+fn only_ours(_metadata: &fs::Metadata, _forbidden: u32) -> Result<()> {
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents, each readable by resmux's user
+/// alone (mode 700; on Windows, the parent's access list).
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 /// Removes the temporary files of writers that died in the cache `dir`.
@@ -347,10 +358,7 @@ fn read_key(path: &Path) -> Result<[u8; 32]> {
 /// this call creates ([`create_aside`]), and linked into place whole.
 fn create_key(path: &Path) -> Result<()> {
     if let Some(parent) = path.parent() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
+        create_private_dir(parent)
             .with_context(|| format!("cannot create {}", parent.display()))?;
     }
     let aside = path.with_extension(format!(
@@ -374,7 +382,7 @@ fn create_key(path: &Path) -> Result<()> {
 
 /// Creates `path` as the key's file aside ([`crate::owner_file::create`]).
 fn create_aside(path: &Path) -> std::io::Result<File> {
-    crate::owner_file::create(rustix::fs::CWD, path)
+    crate::owner_file::create_at(path)
 }
 
 /// The name of the entry of the component whose SHA-256 is `digest`,
@@ -408,6 +416,7 @@ impl Hasher for Sha256Hasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn the_key_is_never_written_through_what_was_planted_at_its_temporary_name() {
@@ -443,7 +452,10 @@ mod tests {
         let path = folder.path().join("state/cache-key");
         create_key(&path).unwrap();
         let made = read_key(&path).unwrap();
-        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(read_key(&path).unwrap(), made);
         let left: Vec<_> = fs::read_dir(folder.path().join("state"))
             .unwrap()

@@ -8,7 +8,7 @@
 //! `memory.fill` over fresh pages, or one host call, may take a core for
 //! hundreds of milliseconds. So plugin code never runs on a thread that
 //! reads stdin, accepts connections or answers a ping, and its threads run
-//! at a lower priority ([`NICENESS`]), so that when every core runs plugin
+//! at a lower priority ([`lower_to_plugins`]), so that when every core runs plugin
 //! code, the kernel still hands a core to a waking protocol thread at once.
 //! A call's store is dropped here too (its memory handed back to the
 //! kernel, which may take as long).
@@ -20,6 +20,7 @@ use tokio::runtime::{Builder, Handle, Runtime};
 
 /// How much lower than the host's threads plugin threads run: nice 10
 /// weighs a tenth of nice 0 in Linux's scheduler.
+#[cfg(target_os = "linux")]
 const NICENESS: i32 = 10;
 
 static PLUGINS: OnceLock<Runtime> = OnceLock::new();
@@ -62,9 +63,10 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-/// Puts the calling thread below every other priority (Linux's
-/// `SCHED_IDLE`: it runs only on a core nothing else wants); elsewhere,
-/// or if that is refused, it gets the lowest niceness.
+/// Puts the calling thread below every other priority: Linux's
+/// `SCHED_IDLE` (it runs only on a core nothing else wants), Windows'
+/// `THREAD_PRIORITY_IDLE`, macOS's background QoS class; on Linux, if that
+/// is refused, the lowest niceness.
 pub fn idle_this_thread() {
     #[cfg(target_os = "linux")]
     {
@@ -74,25 +76,58 @@ pub fn idle_this_thread() {
         if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0 {
             return;
         }
+        lower_this_thread(LOWEST_NICENESS);
     }
-    lower_this_thread(LOWEST_NICENESS);
+    #[cfg(windows)]
+    set_windows_priority(windows_sys::Win32::System::Threading::THREAD_PRIORITY_IDLE);
+    #[cfg(target_os = "macos")]
+    set_quality_of_service(libc::qos_class_t::QOS_CLASS_BACKGROUND);
 }
 
 /// The lowest priority `setpriority` gives.
+#[cfg(target_os = "linux")]
 const LOWEST_NICENESS: i32 = 19;
 
-/// Lowers the calling thread's priority to the plugins'.
+/// Lowers the calling thread's priority to the plugins': niceness
+/// [`NICENESS`] on Linux (which sets the priority of one thread by its id),
+/// `THREAD_PRIORITY_BELOW_NORMAL` on Windows, the utility QoS class on macOS.
 pub fn lower_to_plugins() {
+    #[cfg(target_os = "linux")]
     lower_this_thread(NICENESS);
+    #[cfg(windows)]
+    set_windows_priority(windows_sys::Win32::System::Threading::THREAD_PRIORITY_BELOW_NORMAL);
+    #[cfg(target_os = "macos")]
+    set_quality_of_service(libc::qos_class_t::QOS_CLASS_UTILITY);
 }
 
-/// Lowers the calling thread's priority to `niceness` (Linux sets the
-/// priority of one thread by its id); elsewhere it stays as it is.
+/// Lowers the calling thread's priority to `niceness`.
+#[cfg(target_os = "linux")]
 fn lower_this_thread(niceness: i32) {
-    #[cfg(target_os = "linux")]
     if let Err(error) =
         rustix::process::setpriority_process(Some(rustix::thread::gettid()), niceness)
     {
         tracing::debug!("a thread keeps the host's priority: {error}");
+    }
+}
+
+/// Sets the calling thread's Windows priority.
+#[cfg(windows)]
+fn set_windows_priority(priority: windows_sys::Win32::System::Threading::THREAD_PRIORITY) {
+    use windows_sys::Win32::System::Threading::{GetCurrentThread, SetThreadPriority};
+    // SAFETY: the pseudo handle of the calling thread is always valid.
+    if unsafe { SetThreadPriority(GetCurrentThread(), priority) } == 0 {
+        tracing::debug!(
+            "a thread keeps the host's priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Sets the calling thread's macOS quality-of-service class.
+#[cfg(target_os = "macos")]
+fn set_quality_of_service(class: libc::qos_class_t) {
+    // SAFETY: a plain call on the calling thread, with a valid class.
+    if unsafe { libc::pthread_set_qos_class_self_np(class, 0) } != 0 {
+        tracing::debug!("a thread keeps the host's priority");
     }
 }

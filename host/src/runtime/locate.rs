@@ -14,7 +14,6 @@
 
 use std::fs::File;
 
-use rustix::buffer::spare_capacity;
 use wasmtime::component::{Component, ComponentExportIndex, ComponentType, Lift, TypedFunc};
 
 use super::bindings::resmux::provider::types as wit;
@@ -114,14 +113,37 @@ fn read_at_most(file: &File, size: u64, most: usize) -> Option<Vec<u8>> {
             }
             bytes.try_reserve_exact(more).ok()?;
         }
-        let offset = bytes.len() as u64;
-        match rustix::io::pread(file, spare_capacity(&mut bytes), offset) {
+        match read_more(file, &mut bytes) {
             Ok(0) => return Some(bytes),
             Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
         }
     }
+}
+
+/// Reads what follows `bytes` in `file` into `bytes`' spare capacity, at
+/// the offset of its length (the file's own position is not used).
+#[cfg(unix)]
+fn read_more(file: &File, bytes: &mut Vec<u8>) -> std::io::Result<usize> {
+    let offset = bytes.len() as u64;
+    Ok(rustix::io::pread(
+        file,
+        rustix::buffer::spare_capacity(bytes),
+        offset,
+    )?)
+}
+
+/// Reads what follows `bytes` in `file` into `bytes`' spare capacity, at
+/// the offset of its length.
+#[cfg(windows)]
+fn read_more(file: &File, bytes: &mut Vec<u8>) -> std::io::Result<usize> {
+    use std::os::windows::fs::FileExt;
+    let filled = bytes.len();
+    bytes.resize(bytes.capacity(), 0);
+    let read = file.seek_read(&mut bytes[filled..], filled as u64);
+    bytes.truncate(filled + *read.as_ref().unwrap_or(&0));
+    read
 }
 
 /// The least more room a located file that grew while it was read gets.

@@ -27,7 +27,6 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use rmcp::ServiceExt;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::protocol::Observed;
 
@@ -64,7 +63,9 @@ pub async fn serve_stdio(server: Observed) -> Result<()> {
 /// Installs the SIGINT and SIGTERM handlers now, so a signal that arrives
 /// as soon as the server is ready is already a graceful stop; the returned
 /// future resolves on the first of them.
+#[cfg(unix)]
 fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     Ok(async move {
@@ -73,4 +74,32 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
             _ = terminate.recv() => {}
         }
     })
+}
+
+/// Windows' counterpart: Ctrl+C, Ctrl+Break, and the console being closed
+/// or the system shutting down. A server started with no console at all
+/// (as a desktop client starts it) may have none of these to watch: it
+/// stops when stdin closes.
+#[cfg(windows)]
+fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::windows;
+    let events = (
+        windows::ctrl_c(),
+        windows::ctrl_break(),
+        windows::ctrl_close(),
+        windows::ctrl_shutdown(),
+    );
+    let (Ok(mut interrupt), Ok(mut interrupt_break), Ok(mut closed), Ok(mut shutdown)) = events
+    else {
+        tracing::info!("no console events to watch: the server stops when stdin closes");
+        return Ok(futures::future::Either::Left(std::future::pending()));
+    };
+    Ok(futures::future::Either::Right(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = interrupt_break.recv() => {}
+            _ = closed.recv() => {}
+            _ = shutdown.recv() => {}
+        }
+    }))
 }

@@ -260,11 +260,8 @@ pub fn generate_key(prefix: &Path) -> Result<(std::path::PathBuf, std::path::Pat
     let public_pem = pair
         .public_key_to_pem()
         .map_err(|error| anyhow!("cannot write the public key: {error}"))?;
-    let mut options = std::fs::OpenOptions::new();
-    std::os::unix::fs::OpenOptionsExt::mode(options.write(true).create_new(true), 0o600);
     std::io::Write::write_all(
-        &mut options
-            .open(&private)
+        &mut crate::owner_file::create_at(&private)
             .with_context(|| format!("cannot create {}", private.display()))?,
         encrypted.as_bytes(),
     )?;

@@ -1,11 +1,10 @@
 //! `resmux dev DIR`: the loop of a plugin author at work. It builds the
-//! project with its own `build.sh`, serves the project folder as a plugin
+//! project with its own build script ([`BUILD_SCRIPTS`]), serves the project folder as a plugin
 //! folder (so the catalog's watcher reloads `NAME.wasm` live when a build
 //! replaces it), and rebuilds and checks the project whenever one of its
 //! sources is saved. Build output and check results go to stderr, so that
 //! stdout stays the protocol's when serving stdio.
 
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -37,17 +36,25 @@ const NOT_SOURCES: &[&str] = &[
     "go.sum",
 ];
 
+/// The build scripts `resmux dev` runs, the first a project has: on
+/// Windows `build.ps1` (by PowerShell), else `build.sh` (by Git Bash's or
+/// WSL's `bash`); elsewhere `build.sh`.
+const BUILD_SCRIPTS: &[&str] = if cfg!(windows) {
+    &["build.ps1", "build.sh"]
+} else {
+    &["build.sh"]
+};
+
 pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArgs) -> Result<()> {
-    let dir = dir
-        .canonicalize()
+    let dir = dunce::canonicalize(dir)
         .with_context(|| format!("cannot open the project folder {}", dir.display()))?;
-    let script = dir.join("build.sh");
-    if !script.is_file() {
+    let Some(script) = build_script(&dir) else {
         bail!(
-            "{} has no build.sh: run resmux dev in a project that resmux new wrote",
-            dir.display()
+            "{} has no {}: run resmux dev in a project that resmux new wrote",
+            dir.display(),
+            BUILD_SCRIPTS.join(" or ")
         );
-    }
+    };
     // One runtime for the server and the checks: a build is compiled
     // once, and shared.
     let runtime = cache.runtime(Tiers::Both)?;
@@ -151,15 +158,12 @@ async fn build_and_check(dir: &Path, script: &Path, runtime: &Runtime) {
 
 async fn build(dir: &Path, script: &Path) -> Result<()> {
     let resmux = std::env::current_exe().context("cannot find the resmux binary")?;
-    let stdout = std::io::stderr()
-        .as_fd()
-        .try_clone_to_owned()
-        .context("cannot pass stderr to the build")?;
-    let status = tokio::process::Command::new(script)
+    let stdout = stderr_for_child().context("cannot pass stderr to the build")?;
+    let status = script_command(script)
         .current_dir(dir)
         .env("RESMUX", resmux)
         .stdin(Stdio::null())
-        .stdout(Stdio::from(stdout))
+        .stdout(stdout)
         .status()
         .await
         .with_context(|| format!("cannot run {}", script.display()))?;
@@ -183,4 +187,43 @@ fn components(dir: &Path) -> Vec<PathBuf> {
         .collect();
     components.sort();
     components
+}
+
+/// A copy of resmux's stderr, to be a child's stdout.
+fn stderr_for_child() -> std::io::Result<Stdio> {
+    #[cfg(unix)]
+    let owned = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned()?;
+    #[cfg(windows)]
+    let owned =
+        std::os::windows::io::AsHandle::as_handle(&std::io::stderr()).try_clone_to_owned()?;
+    Ok(Stdio::from(owned))
+}
+
+/// The project's build script, if it has one ([`BUILD_SCRIPTS`]).
+fn build_script(dir: &Path) -> Option<PathBuf> {
+    BUILD_SCRIPTS
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|script| script.is_file())
+}
+
+/// The command that runs `script` in its own folder.
+fn script_command(script: &Path) -> tokio::process::Command {
+    let name = script.file_name().unwrap_or(script.as_os_str());
+    if script
+        .extension()
+        .is_some_and(|extension| extension == "ps1")
+    {
+        let mut command = tokio::process::Command::new("powershell");
+        command
+            .args(["-NoProfile", "-ExecutionPolicy", "Bypass", "-File"])
+            .arg(name);
+        command
+    } else if cfg!(windows) {
+        let mut command = tokio::process::Command::new("bash");
+        command.arg(name);
+        command
+    } else {
+        tokio::process::Command::new(script)
+    }
 }

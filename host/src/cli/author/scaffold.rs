@@ -1,15 +1,17 @@
 //! `resmux new --lang LANG NAME`: a plugin project that builds with its own
-//! `build.sh` and passes `resmux check` unchanged. It is what every project
+//! `build.sh` (or, on Windows, `build.ps1`) and passes `resmux check`
+//! unchanged. It is what every project
 //! has (`sdk/new/common/`: the manifest) and the template of its language
 //! (`sdk/new/LANG/`), with `{{name}}` replaced in names and text, that
 //! language's SDK beside them, and the contract in `wit/`. `{{resmux}}` is
-//! the path of the resmux that writes it: its `build.sh` calls that one
+//! the path of the resmux that writes it (`{{resmux-powershell}}` in
+//! `build.ps1`): its build script calls that one
 //! unless `RESMUX` names another, so it builds whether resmux is on PATH or
 //! not.
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::ValueEnum;
 
 use super::embedded;
@@ -46,10 +48,12 @@ pub fn new_project(language: Language, name: &str, dir: &Path) -> Result<()> {
             dir.display()
         );
     }
-    let resmux = shell_quoted(&this_resmux());
+    let resmux = this_resmux();
+    let (in_shell, in_powershell) = (shell_quoted(&resmux), powershell_quoted(&resmux));
     let fill = |text: &str| {
         text.replace("{{name}}", name)
-            .replace("{{resmux}}", &resmux)
+            .replace("{{resmux}}", &in_shell)
+            .replace("{{resmux-powershell}}", &in_powershell)
     };
     embedded::write_tree("sdk/new/common/", dir, fill)?;
     // Each template's folder is named as its --lang value.
@@ -62,9 +66,14 @@ pub fn new_project(language: Language, name: &str, dir: &Path) -> Result<()> {
     embedded::write_tree(sdk, &dir.join(sdk_dir), str::to_owned)?;
     super::write_wit(&dir.join("wit"))?;
     make_executable(&dir.join("build.sh"))?;
+    let script = if cfg!(windows) {
+        "build.ps1"
+    } else {
+        "build.sh"
+    };
     let dir = dir.display();
     println!(
-        "wrote {dir}: build it with {dir}/build.sh, check it with resmux check {dir}/{name}.wasm, \
+        "wrote {dir}: build it with {dir}/{script}, check it with resmux check {dir}/{name}.wasm, \
          or serve it and rebuild on every save with resmux dev {dir}"
     );
     Ok(())
@@ -74,10 +83,15 @@ pub fn new_project(language: Language, name: &str, dir: &Path) -> Result<()> {
 /// PATH) when it cannot be told or is not UTF-8.
 fn this_resmux() -> String {
     std::env::current_exe()
-        .and_then(std::fs::canonicalize)
+        .and_then(dunce::canonicalize)
         .ok()
         .and_then(|path| path.into_os_string().into_string().ok())
         .unwrap_or_else(|| "resmux".to_owned())
+}
+
+/// `text` as one single-quoted PowerShell string.
+fn powershell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// `text` as one single-quoted shell word.
@@ -106,6 +120,7 @@ fn check_name(name: &str) -> Result<()> {
 
 #[cfg(unix)]
 fn make_executable(path: &Path) -> Result<()> {
+    use anyhow::Context;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
         .with_context(|| format!("cannot make {} executable", path.display()))

@@ -7,16 +7,13 @@
 //! FUSE filesystem, whose operations can, is never read this way, and its
 //! files go to the plugin's `read` on a thread of its own.
 
-use std::fs::File;
-use std::os::fd::AsFd;
-
 use cap_std::fs::Dir;
-use rustix::fs::{Mode, OFlags, ResolveFlags};
 
 use super::super::LocatedFile;
 
 /// Filesystems (by `statfs` magic) whose operations answer from local
 /// storage or memory.
+#[cfg(target_os = "linux")]
 const LOCAL_FILESYSTEMS: &[u32] = &[
     0x0000_EF53, // ext2, ext3, ext4
     0x5846_5342, // xfs
@@ -33,14 +30,18 @@ const LOCAL_FILESYSTEMS: &[u32] = &[
 /// live on a local filesystem: resmux may read them on its own threads, and
 /// the kernel reports every change to them (a network filesystem's changes
 /// made on another machine are not reported).
-pub fn on_local_filesystem(dir: impl AsFd) -> bool {
+#[cfg(target_os = "linux")]
+pub fn on_local_filesystem(dir: impl std::os::fd::AsFd) -> bool {
     // The magic is 32 bits wide, in a field that is wider on most targets.
     rustix::fs::fstatfs(dir).is_ok_and(|stat| LOCAL_FILESYSTEMS.contains(&(stat.f_type as u32)))
 }
 
 /// Opens `below`, a relative path under `dir`, if it is a regular file
 /// reached without leaving `dir` or its filesystem.
+#[cfg(target_os = "linux")]
 pub fn open(dir: &Dir, below: &str) -> Option<LocatedFile> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use std::fs::File;
     let opened = rustix::fs::openat2(
         dir,
         below,
@@ -55,4 +56,20 @@ pub fn open(dir: &Dir, below: &str) -> Option<LocatedFile> {
         file,
         size: metadata.len(),
     })
+}
+
+/// Elsewhere no call opens a path beneath a directory without leaving it
+/// (Linux's `openat2` with `RESOLVE_BENEATH`): no directory counts as local,
+/// and a plugin's files reach it through its own `read`, on the threads of
+/// calls that may block.
+#[cfg(not(target_os = "linux"))]
+pub fn on_local_filesystem<T>(_dir: T) -> bool {
+    false
+}
+
+/// Never called where no directory is local; a file found so is left to
+/// the plugin's `read`.
+#[cfg(not(target_os = "linux"))]
+pub fn open(_dir: &Dir, _below: &str) -> Option<LocatedFile> {
+    None
 }

@@ -18,10 +18,10 @@
 mod located;
 mod private;
 mod single;
+mod staged_io;
 
 use std::any::Any;
 use std::ffi::OsString;
-use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -35,6 +35,8 @@ use wasmtime_wasi::filesystem::Descriptor;
 pub use located::on_local_filesystem;
 pub use private::remove_stale_folders;
 use single::SingleFile;
+
+use crate::file_identity::{self, Identity};
 
 use super::{
     Capability, Ceiling, Grant, InstanceState, LocatedFile, Renewal, SandboxBuilder, WatchedGrant,
@@ -53,8 +55,7 @@ impl Capability for FilesSection {
     fn check(&self, ceiling: &Ceiling, manifest_dir: &Path) -> Result<()> {
         for grant in &self.0 {
             let host = manifest_dir.join(&grant.host);
-            let host = host
-                .canonicalize()
+            let host = dunce::canonicalize(&host)
                 .with_context(|| format!("granted path {} cannot be opened", host.display()))?;
             let (allowed, what) = match grant.access {
                 Access::ReadOnly => (&ceiling.directories, "grant"),
@@ -222,8 +223,7 @@ impl FileGrant {
     /// single file gets its private directory.
     fn resolve(self, manifest_dir: &Path) -> Result<Self> {
         let joined = manifest_dir.join(&self.host);
-        let host = joined
-            .canonicalize()
+        let host = dunce::canonicalize(&joined)
             .with_context(|| format!("granted path {} cannot be opened", joined.display()))?;
         if !self.guest.starts_with('/') {
             bail!(
@@ -309,27 +309,32 @@ impl FileGrant {
             Access::ReadWrite => FsPerms::ReadWrite,
         };
         let dir = self.preopened_dir()?;
+        let cannot_open = || format!("cannot open granted path {}", self.host.display());
         sandbox
             .wasi
-            .preopened_dir(held_path(dir), self.preopen_path(), perms)
+            .preopened_dir(
+                held_path(dir).with_context(cannot_open)?,
+                self.preopen_path(),
+                perms,
+            )
             .map_err(anyhow::Error::from)
-            .with_context(|| format!("cannot open granted path {}", self.host.display()))?;
-        let stat = rustix::fs::fstat(dir)
+            .with_context(cannot_open)?;
+        let identity = file_identity::of(dir)
             .with_context(|| format!("cannot stat granted path {}", self.host.display()))?;
         let directories = sandbox.state(GrantedDirectories::default);
         directories
             .0
-            .push((stat.st_dev, stat.st_ino, self.access == Access::ReadWrite));
+            .push((identity, self.access == Access::ReadWrite));
         Ok(())
     }
 }
 
 /// The file capability's share of one instance: the directories granted
-/// to it, preopened, each as the file system knows it (device and inode)
-/// with whether the grant lets it write there. They are the only
-/// descriptors it may keep between calls.
+/// to it, preopened, each as the file system knows it ([`Identity`]) with
+/// whether the grant lets it write there. They are the only descriptors it
+/// may keep between calls.
 #[derive(Default)]
-struct GrantedDirectories(Vec<(u64, u64, bool)>);
+struct GrantedDirectories(Vec<(Identity, bool)>);
 
 impl InstanceState for GrantedDirectories {
     /// A descriptor of one of the granted directories itself (preopened, or
@@ -341,18 +346,60 @@ impl InstanceState for GrantedDirectories {
             return false;
         };
         let writes = !dir.perms.write_not_permitted();
-        rustix::fs::fstat(dir.dir.as_fd()).is_ok_and(|stat| {
-            self.0.iter().any(|&(device, inode, writable)| {
-                (device, inode) == (stat.st_dev, stat.st_ino) && (writable || !writes)
-            })
+        file_identity::of(&*dir.dir).is_ok_and(|identity| {
+            self.0
+                .iter()
+                .any(|&(granted, writable)| granted == identity && (writable || !writes))
         })
     }
 }
 
 /// The name of an open directory's own descriptor: opening it gives that
 /// directory whatever has happened to its path since.
-fn held_path(dir: &Dir) -> PathBuf {
-    PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+#[cfg(target_os = "linux")]
+fn held_path(dir: &Dir) -> Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    Ok(PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())))
+}
+
+/// macOS names an open descriptor `/dev/fd/N`: opening it duplicates the
+/// descriptor, whatever has happened to the directory's path since.
+#[cfg(target_os = "macos")]
+fn held_path(dir: &Dir) -> Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    Ok(PathBuf::from(format!("/dev/fd/{}", dir.as_raw_fd())))
+}
+
+/// Windows has no name for an open handle: the path the held directory
+/// has now, asked of the handle itself (`GetFinalPathNameByHandleW`), so
+/// a grant renamed since it loaded is followed there. Between this and the
+/// open that follows, the path could be given to another directory: the
+/// one race Linux and macOS do not have (docs/security.md).
+#[cfg(windows)]
+fn held_path(dir: &Dir) -> Result<PathBuf> {
+    use std::os::windows::ffi::OsStringExt;
+    use std::os::windows::io::{AsHandle, AsRawHandle};
+    use windows_sys::Win32::Storage::FileSystem::{
+        FILE_NAME_NORMALIZED, GetFinalPathNameByHandleW,
+    };
+    let handle = dir.as_handle().as_raw_handle();
+    let mut name = vec![0u16; 512];
+    loop {
+        let capacity = u32::try_from(name.len()).unwrap_or(u32::MAX);
+        // SAFETY: the handle is open for the call, and the buffer holds
+        // `capacity` UTF-16 units.
+        let length = unsafe {
+            GetFinalPathNameByHandleW(handle, name.as_mut_ptr(), capacity, FILE_NAME_NORMALIZED)
+        } as usize;
+        if length == 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        if length < name.len() {
+            name.truncate(length);
+            return Ok(PathBuf::from(OsString::from_wide(&name)));
+        }
+        name.resize(length + 1, 0);
+    }
 }
 
 /// Refuses grants that would be preopened at one guest directory: the plugin

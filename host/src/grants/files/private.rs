@@ -1,7 +1,8 @@
 //! The folders single-file grants are shown from: one per grant, named
 //! `resmux-grant-*` in the system's temporary folder, holding the private
 //! directory the plugin is given and a `lock` file that this process holds
-//! locked (`flock`) for as long as the grant lives.
+//! locked (`flock`; on Windows `LockFileEx`, both through std's
+//! `File::try_lock`) for as long as the grant lives.
 //!
 //! A resmux killed with SIGKILL cannot remove its folders, but the kernel
 //! drops its locks with it: at start, resmux removes every such folder of
@@ -13,14 +14,11 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use rustix::fs::{FlockOperation, Mode, OFlags};
 
 use crate::owner_file;
 
@@ -91,7 +89,7 @@ impl PrivateFolder {
 /// Creates the lock file, locks it, and only then gives it its name.
 fn lock(folder: &Dir) -> io::Result<File> {
     let lock = owner_file::create(folder, LOCKING)?;
-    rustix::fs::flock(&lock, FlockOperation::NonBlockingLockExclusive)?;
+    lock.try_lock().map_err(io::Error::from)?;
     folder.rename(LOCKING, folder, LOCK)?;
     Ok(lock)
 }
@@ -104,7 +102,6 @@ pub fn remove_stale_folders() {
     let Ok(entries) = std::fs::read_dir(&temporary) else {
         return;
     };
-    let user = rustix::process::geteuid().as_raw();
     for entry in entries.flatten() {
         let named = entry
             .file_name()
@@ -114,7 +111,7 @@ pub fn remove_stale_folders() {
         let ours = || {
             entry
                 .metadata()
-                .is_ok_and(|metadata| metadata.is_dir() && metadata.uid() == user)
+                .is_ok_and(|metadata| metadata.is_dir() && of_this_user(&metadata))
         };
         if !named || !ours() {
             continue;
@@ -138,14 +135,43 @@ pub fn remove_stale_folders() {
     }
 }
 
+/// Whether a folder belongs to resmux's user. On Windows the temporary
+/// folder is the user's own (under the profile), so any folder in it is.
+fn of_this_user(metadata: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    return std::os::unix::fs::MetadataExt::uid(metadata) == rustix::process::geteuid().as_raw();
+    #[cfg(windows)]
+    return metadata.is_dir();
+}
+
 /// The lock of `folder`, if it has a lock file and nobody holds it.
+#[cfg(unix)]
 fn take_lock(folder: &Path) -> Option<File> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsFd;
     let directory = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let folder = rustix::fs::open(folder, directory, Mode::empty()).ok()?;
     let file = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let lock = rustix::fs::openat(folder.as_fd(), LOCK, file, Mode::empty()).ok()?;
-    rustix::fs::flock(&lock, FlockOperation::NonBlockingLockExclusive).ok()?;
-    Some(File::from(lock))
+    let lock = File::from(rustix::fs::openat(folder.as_fd(), LOCK, file, Mode::empty()).ok()?);
+    lock.try_lock().ok()?;
+    Some(lock)
+}
+
+/// The lock of `folder`, if it has a lock file and nobody holds it: the
+/// folder only if it is no symlink, the lock file within it by cap-std,
+/// which never leaves it (and no pipe lies in a Windows folder).
+#[cfg(windows)]
+fn take_lock(folder: &Path) -> Option<File> {
+    if !std::fs::symlink_metadata(folder).ok()?.is_dir() {
+        return None;
+    }
+    let folder = Dir::open_ambient_dir(folder, ambient_authority()).ok()?;
+    if !folder.symlink_metadata(LOCK).ok()?.is_file() {
+        return None;
+    }
+    let lock = folder.open(LOCK).ok()?.into_std();
+    lock.try_lock().ok()?;
+    Some(lock)
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //! The private directory holds a hard link to the file, so the plugin reads
 //! (and, with `read-write`, writes) the file itself. When no link can be made
 //! (the file lies on another filesystem, or the kernel's hard-link protection
-//! forbids it), a read-only grant falls back to a copy; a read-write grant is
-//! refused, since writes to a copy would be lost.
+//! forbids it, and always on macOS and Windows, which cannot link an open
+//! file: [`super::staged_io`]), a read-only grant falls back to a copy; a
+//! read-write grant is refused, since writes to a copy would be lost.
 //!
 //! The file's folder is opened once, when the plugin loads, and the file is
 //! looked up only by name inside that held folder, never following a
@@ -27,19 +28,18 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, TryLockError};
-use std::time::Instant;
+use std::time::{Instant, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, SeekFrom};
 
 use super::Access;
 use super::private::PrivateFolder;
+use super::staged_io::{identity_at, link, next_data, open_regular, read_at, write_all_at};
+use crate::file_identity::{self, Identity};
 use crate::grants::Renewal;
 use crate::owner_file;
 
@@ -78,7 +78,7 @@ struct Shown {
     /// The device and inode of what the private directory shows: anything
     /// else under its name (the plugin's own file, renamed over it) is
     /// replaced.
-    staged: Option<(u64, u64)>,
+    staged: Option<Identity>,
 }
 
 /// A version of the granted file: for a link, the file itself (a change in
@@ -91,25 +91,26 @@ enum Version {
     },
     Copy {
         inode: u64,
-        len: i64,
-        modified: (i64, u64),
+        len: u64,
+        modified: (u64, u32),
     },
 }
 
 impl Version {
-    fn of(stat: &rustix::fs::Stat, linked: bool) -> Self {
+    /// The version `file` is now.
+    fn of(file: &File, linked: bool) -> io::Result<Self> {
+        let (device, inode) = file_identity::of(file)?;
         if linked {
-            Self::Link {
-                device: stat.st_dev,
-                inode: stat.st_ino,
-            }
-        } else {
-            Self::Copy {
-                inode: stat.st_ino,
-                len: stat.st_size,
-                modified: (stat.st_mtime, stat.st_mtime_nsec),
-            }
+            return Ok(Self::Link { device, inode });
         }
+        let metadata = file.metadata()?;
+        let modified = metadata.modified()?;
+        let since = modified.duration_since(UNIX_EPOCH).unwrap_or_default();
+        Ok(Self::Copy {
+            inode,
+            len: metadata.len(),
+            modified: (since.as_secs(), since.subsec_nanos()),
+        })
     }
 }
 
@@ -151,11 +152,10 @@ impl SingleFile {
             }
             Err(_) => false,
         };
-        let stat = rustix::fs::fstat(&opened)?;
         let (current, staged) = match linked {
             true => (
-                Some(Version::of(&stat, true)),
-                Some((stat.st_dev, stat.st_ino)),
+                Some(Version::of(&opened, true)?),
+                Some(file_identity::of(&opened)?),
             ),
             false => (None, None),
         };
@@ -215,15 +215,8 @@ impl SingleFile {
             }
         };
         self.remove_strays(renewal);
-        let stat = rustix::fs::fstat(&opened)?;
-        let version = Version::of(&stat, self.linked);
-        let staged_now = rustix::fs::statat(
-            self.private.shown(),
-            self.staged_name.as_str(),
-            AtFlags::SYMLINK_NOFOLLOW,
-        )
-        .ok()
-        .map(|staged| (staged.st_dev, staged.st_ino));
+        let version = Version::of(&opened, self.linked)?;
+        let staged_now = identity_at(self.private.shown(), &self.staged_name).ok();
         if shown.current == Some(version) && staged_now.is_some() && staged_now == shown.staged {
             return Ok(());
         }
@@ -239,16 +232,15 @@ impl SingleFile {
                 return Ok(());
             }
         } else {
-            // A size the kernel cannot report is no size to copy.
-            let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+            let size = opened.metadata()?.len();
             if !self.copy_within(&opened, size, version, &mut shown, renewal)? {
                 return Ok(());
             }
         }
-        let renamed = rustix::fs::statat(staging, STAGING, AtFlags::SYMLINK_NOFOLLOW)?;
+        let renamed = identity_at(staging, STAGING)?;
         staging.rename(STAGING, self.private.shown(), &self.staged_name)?;
         shown.current = Some(version);
-        shown.staged = Some((renamed.st_dev, renamed.st_ino));
+        shown.staged = Some(renamed);
         Ok(())
     }
 
@@ -325,28 +317,6 @@ impl SingleFile {
     }
 }
 
-/// Opens `name` in `folder` for reading without following a symlink and
-/// without waiting on a FIFO, and only if it is a regular file.
-fn open_regular(folder: &Dir, name: &str) -> Result<File> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let opened = rustix::fs::openat(folder, name, flags, Mode::empty())
-        .map_err(io::Error::from)
-        .with_context(|| format!("cannot open granted file {name:?} without following links"))?;
-    let kind = FileType::from_raw_mode(rustix::fs::fstat(&opened)?.st_mode);
-    if kind != FileType::RegularFile {
-        bail!("granted file {name:?} is no longer a regular file ({kind:?})");
-    }
-    Ok(File::from(opened))
-}
-
-/// Hard-links the opened file itself (not whatever its name points at now)
-/// as `name` in `dir`.
-fn link(opened: &File, dir: &Dir, name: &str) -> io::Result<()> {
-    let descriptor = format!("/proc/self/fd/{}", opened.as_raw_fd());
-    rustix::fs::linkat(CWD, descriptor.as_str(), dir, name, AtFlags::SYMLINK_FOLLOW)?;
-    Ok(())
-}
-
 /// Copies the first `size` bytes of `source` to a new file `name` in `dir`,
 /// writing only the ranges that hold data (holes stay holes), a chunk at a
 /// time, and gives up once `deadline` has passed.
@@ -358,10 +328,9 @@ fn copy(source: &File, size: u64, dir: &Dir, name: &str, deadline: Instant) -> i
         if Instant::now() >= deadline {
             return Ok(Copied::OutOfTime);
         }
-        let Some(data) = next_data(source, offset)? else {
+        let Some((data, hole)) = next_data(source, offset)? else {
             break;
         };
-        let hole = rustix::fs::seek(source, SeekFrom::Hole(data))?;
         let end = hole.min(size).min(data.saturating_add(COPY_CHUNK as u64));
         let Some(wanted) = end.checked_sub(data).filter(|wanted| *wanted > 0) else {
             // Past the size measured, or changed under the copy: the next
@@ -369,29 +338,20 @@ fn copy(source: &File, size: u64, dir: &Dir, name: &str, deadline: Instant) -> i
             break;
         };
         let wanted = usize::try_from(wanted).unwrap_or(COPY_CHUNK);
-        let read = source.read_at(&mut buffer[..wanted], data)?;
+        let read = read_at(source, &mut buffer[..wanted], data)?;
         if read == 0 {
             break;
         }
-        target.write_all_at(&buffer[..read], data)?;
+        write_all_at(&target, &buffer[..read], data)?;
         offset = data + read as u64;
     }
     target.set_len(size)?;
     Ok(Copied::Whole)
 }
 
-/// Where the next data at or after `offset` in `file` starts, if any does.
-fn next_data(file: &File, offset: u64) -> io::Result<Option<u64>> {
-    match rustix::fs::seek(file, SeekFrom::Data(offset)) {
-        Ok(data) => Ok(Some(data)),
-        Err(rustix::io::Errno::NXIO) => Ok(None),
-        Err(error) => Err(error.into()),
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{FileExt, MetadataExt};
     use std::time::Duration;
 
     use super::*;
