@@ -25,6 +25,7 @@ import pytest
 from mcp import types
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = ROOT / "target/x86_64-pc-windows-gnu/release/resmux.exe"
@@ -175,14 +176,17 @@ def test_compile_check_and_inspect_run_on_an_example(wine, examples):
     assert code == 0, err
     assert f"manifest   {windows_path(examples / 'files.toml')}" in out, out
     assert "wasi:filesystem/preopens@0.2.12               granted paths only" in out, out
-    assert "compiled   Cached" in out or "compiled   Compiled" in out, out
+    # `compile` above filled the cache where Windows keeps it, under the
+    # prefix's %LOCALAPPDATA%.
+    assert "compiled   Cached in " in out, out
 
 
 def test_a_new_project_gets_a_powershell_build_that_names_this_resmux(wine, tmp_path):
     project = tmp_path / "hello"
     code, out, err = resmux(wine, "new", "--lang", "python", "--dir", windows_path(project), "hello")
     assert code == 0, err
-    assert out.startswith(f"wrote {windows_path(project)}: build it with {windows_path(project)}/build.ps1"), out
+    build = f"powershell -ExecutionPolicy Bypass -File {windows_path(project)}/build.ps1"
+    assert out.startswith(f"wrote {windows_path(project)}: build it with {build}, "), out
     helpers = (project / "build-helpers.ps1").read_text()
     assert f"    $resmux = '{windows_path(EXE)}'\n" in helpers, helpers
     assert '\n. "$PSScriptRoot/build-helpers.ps1"\n' in (project / "build.ps1").read_text()
@@ -263,6 +267,67 @@ def test_a_subscriber_hears_of_a_change_in_a_granted_directory(wine, tmp_path):
     uri, text = asyncio.run(asyncio.wait_for(session(), PATIENCE))
     assert uri == "files://a.txt"
     assert text.startswith("change ")
+
+
+def test_a_listing_that_follows_its_files_sees_each_change_while_another_plugin_shares_the_folder(
+    wine, tmp_path
+):
+    # files walks /data and keeps its listing until the grant watcher says
+    # something there changed; liar is granted one file of the same folder,
+    # which the backend watches as the same path, non-recursively. A change
+    # two folders down (which no watch of /data alone reports) must still
+    # reach files, before and after liar goes.
+    folder = tmp_path / "plugins"
+    (folder / "data/sub/deep").mkdir(parents=True)
+    (folder / "data/sub/deep/a.txt").write_text("a")
+    (folder / "data/x.txt").write_text("x")
+    shutil.copy(PLUGINS / "files.wasm", folder / "files.wasm")
+    (folder / "files.toml").write_text(
+        '[[files]]\nhost = "data"\nguest = "/data"\n\n[config]\nroot = "/data"\n\n'
+        "[changes]\nlisting_follows_files = true\n"
+    )
+    shutil.copy(TEST_PLUGINS / "liar.wasm", folder / "liar.wasm")
+    (folder / "liar.toml").write_text('[[files]]\nhost = "data/x.txt"\nguest = "/x/x.txt"\n')
+    server = StdioServerParameters(command=WINE, args=[str(EXE), "serve", "--plugins", windows_path(folder)], env=wine)
+
+    async def files_listing(client):
+        uris, cursor = [], None
+        while True:
+            page = await client.list_resources(cursor=cursor)
+            uris += [resource.uri for resource in page.resources if resource.uri.startswith("files://")]
+            if page.next_cursor is None:
+                return uris
+            cursor = page.next_cursor
+
+    async def until_listed(client, uri):
+        while uri not in await files_listing(client):
+            await asyncio.sleep(0.2)
+
+    async def liar_refuses(client):
+        """Why a read of liar is refused; none while liar serves."""
+        try:
+            await client.read_resource("liar://honest")
+            return None
+        except MCPError as error:
+            return error.error.message
+
+    async def session():
+        async with Client(server, mode="legacy", cache=None) as client:
+            await until_listed(client, "files://sub/deep/a.txt")
+            while await liar_refuses(client) is not None:
+                await asyncio.sleep(0.2)
+            (folder / "data/sub/deep/b.txt").write_text("b")
+            await until_listed(client, "files://sub/deep/b.txt")
+            (folder / "liar.wasm").unlink()
+            while (gone := await liar_refuses(client)) is None:
+                await asyncio.sleep(0.2)
+            (folder / "data/sub/deep/c.txt").write_text("c")
+            await until_listed(client, "files://sub/deep/c.txt")
+            return gone, await files_listing(client)
+
+    gone, listing = asyncio.run(asyncio.wait_for(session(), PATIENCE))
+    assert gone == 'resource liar://honest not found: no plugin serves scheme "liar"', gone
+    assert {"files://sub/deep/a.txt", "files://sub/deep/b.txt", "files://sub/deep/c.txt", "files://x.txt"} <= set(listing)
 
 
 def test_lines_ending_in_crlf_are_answered_and_closing_stdin_stops_the_server(wine, tmp_path):

@@ -11,7 +11,8 @@
 //! where its watch looks: its changes are then found when its change
 //! report is polled, as for any plugin not wholly watched (docs/security.md
 //! says so in its table). One watch serves every plugin granted the same
-//! path.
+//! path, recursively if any grant of it is a directory (each plugin's own
+//! grants filter what counts for it).
 //!
 //! The bounds are Linux's: at most [`MAX_WATCHES_PER_PLUGIN`] grants
 //! watched for one plugin (beyond them, its changes are found when its
@@ -48,9 +49,11 @@ struct Shared {
 struct State {
     watcher: RecommendedWatcher,
     plugins: BTreeMap<String, Plugin>,
-    /// The plugins (by scheme) holding each watch: a path is watched once,
-    /// and unwatched when its last holder goes.
-    holders: BTreeMap<Watched, BTreeSet<String>>,
+    /// The plugins (by scheme) holding a watch on each path, and whether
+    /// the backend watches it recursively: the backend keeps one watch a
+    /// path, so a path is watched once (recursively if any grant of it is a
+    /// directory), and unwatched when its last holder goes.
+    holders: BTreeMap<PathBuf, (BTreeSet<String>, bool)>,
 }
 
 /// What is watched for one plugin.
@@ -82,13 +85,6 @@ impl Watched {
                 path: grant.label.clone(),
                 file: None,
             },
-        }
-    }
-
-    fn mode(&self) -> RecursiveMode {
-        match self.file {
-            Some(_) => RecursiveMode::NonRecursive,
-            None => RecursiveMode::Recursive,
         }
     }
 
@@ -189,6 +185,7 @@ impl GrantWatch {
             })
             .map(|(scheme, _)| scheme.clone())
             .collect();
+        let mut changed = !gone.is_empty();
         for scheme in gone {
             state.unwatch(&scheme);
         }
@@ -197,6 +194,13 @@ impl GrantWatch {
                 continue;
             }
             state.watch(&scheme, &grants);
+            changed = true;
+        }
+        // A watch made or dropped may restart the backend's stream (FSEvents
+        // does), losing what happened meanwhile: that counts as lost events.
+        if changed {
+            lock(&self.0.reported.pending).overflowed = true;
+            self.0.reported.arrived.notify_one();
         }
     }
 
@@ -253,19 +257,31 @@ impl State {
         }
         for grant in grants.iter().take(MAX_WATCHES_PER_PLUGIN) {
             let watched = Watched::of(grant);
-            let holders = self.holders.entry(watched.clone()).or_default();
-            if holders.is_empty()
-                && let Err(error) = self.watcher.watch(&watched.path, watched.mode())
-            {
-                tracing::warn!(
-                    "plugin {scheme}: cannot watch granted path {}: {error}; its changes are found when its change report is polled",
-                    grant.label.display()
-                );
-                self.holders.remove(&watched);
-                plugin.whole = false;
-                continue;
+            let recursive = watched.file.is_none();
+            let (held, watched_recursively) =
+                self.holders.get(&watched.path).cloned().unwrap_or_default();
+            let rewatch = held.is_empty() || (recursive && !watched_recursively);
+            if rewatch {
+                if !held.is_empty() {
+                    let _ = self.watcher.unwatch(&watched.path);
+                }
+                let mode = if recursive || watched_recursively {
+                    RecursiveMode::Recursive
+                } else {
+                    RecursiveMode::NonRecursive
+                };
+                if let Err(error) = self.watcher.watch(&watched.path, mode) {
+                    tracing::warn!(
+                        "plugin {scheme}: cannot watch granted path {}: {error}; its changes are found when its change report is polled",
+                        grant.label.display()
+                    );
+                    plugin.whole = false;
+                    continue;
+                }
             }
-            holders.insert(scheme.to_owned());
+            let entry = self.holders.entry(watched.path.clone()).or_default();
+            entry.0.insert(scheme.to_owned());
+            entry.1 |= recursive;
             plugin.watched.push(watched);
         }
         self.plugins.insert(scheme.to_owned(), plugin);
@@ -277,12 +293,12 @@ impl State {
             return;
         };
         for watched in plugin.watched {
-            let Some(holders) = self.holders.get_mut(&watched) else {
+            let Some((held, _)) = self.holders.get_mut(&watched.path) else {
                 continue;
             };
-            holders.remove(scheme);
-            if holders.is_empty() {
-                self.holders.remove(&watched);
+            held.remove(scheme);
+            if held.is_empty() {
+                self.holders.remove(&watched.path);
                 // A path gone already has no watch left to drop.
                 let _ = self.watcher.unwatch(&watched.path);
             }

@@ -77,7 +77,7 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
 }
 
 /// Windows' counterpart: Ctrl+C, Ctrl+Break, and the console being closed
-/// or the system shutting down. A server started with no console at all
+/// (a shutdown reaches services only). A server started with no console at all
 /// (as a desktop client starts it) may have none of these to watch: it
 /// stops when stdin closes.
 #[cfg(windows)]
@@ -87,10 +87,8 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
         windows::ctrl_c(),
         windows::ctrl_break(),
         windows::ctrl_close(),
-        windows::ctrl_shutdown(),
     );
-    let (Ok(mut interrupt), Ok(mut interrupt_break), Ok(mut closed), Ok(mut shutdown)) = events
-    else {
+    let (Ok(mut interrupt), Ok(mut interrupt_break), Ok(mut closed)) = events else {
         tracing::info!("no console events to watch: the server stops when stdin closes");
         return Ok(futures::future::Either::Left(std::future::pending()));
     };
@@ -99,7 +97,6 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
             _ = interrupt.recv() => {}
             _ = interrupt_break.recv() => {}
             _ = closed.recv() => {}
-            _ = shutdown.recv() => {}
         }
     }))
 }

@@ -1,5 +1,5 @@
 //! `resmux dev DIR`: the loop of a plugin author at work. It builds the
-//! project with its own build script ([`BUILD_SCRIPTS`]), serves the project folder as a plugin
+//! project with its own build script ([`BUILD_SCRIPT`]), serves the project folder as a plugin
 //! folder (so the catalog's watcher reloads `NAME.wasm` live when a build
 //! replaces it), and rebuilds and checks the project whenever one of its
 //! sources is saved. Build output and check results go to stderr, so that
@@ -36,25 +36,24 @@ const NOT_SOURCES: &[&str] = &[
     "go.sum",
 ];
 
-/// The build scripts `resmux dev` runs, the first a project has: on
-/// Windows `build.ps1` (by PowerShell), else `build.sh` (by Git Bash's or
-/// WSL's `bash`); elsewhere `build.sh`.
-const BUILD_SCRIPTS: &[&str] = if cfg!(windows) {
-    &["build.ps1", "build.sh"]
+/// The build script `resmux dev` runs: `build.ps1` (by PowerShell) on
+/// Windows, `build.sh` elsewhere.
+const BUILD_SCRIPT: &str = if cfg!(windows) {
+    "build.ps1"
 } else {
-    &["build.sh"]
+    "build.sh"
 };
 
 pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArgs) -> Result<()> {
     let dir = dunce::canonicalize(dir)
         .with_context(|| format!("cannot open the project folder {}", dir.display()))?;
-    let Some(script) = build_script(&dir) else {
+    let script = dir.join(BUILD_SCRIPT);
+    if !script.is_file() {
         bail!(
-            "{} has no {}: run resmux dev in a project that resmux new wrote",
-            dir.display(),
-            BUILD_SCRIPTS.join(" or ")
+            "{} has no {BUILD_SCRIPT}: run resmux dev in a project that resmux new wrote",
+            dir.display()
         );
-    };
+    }
     // One runtime for the server and the checks: a build is compiled
     // once, and shared.
     let runtime = cache.runtime(Tiers::Both)?;
@@ -197,14 +196,6 @@ fn stderr_for_child() -> std::io::Result<Stdio> {
     let owned =
         std::os::windows::io::AsHandle::as_handle(&std::io::stderr()).try_clone_to_owned()?;
     Ok(Stdio::from(owned))
-}
-
-/// The project's build script, if it has one ([`BUILD_SCRIPTS`]).
-fn build_script(dir: &Path) -> Option<PathBuf> {
-    BUILD_SCRIPTS
-        .iter()
-        .map(|name| dir.join(name))
-        .find(|script| script.is_file())
 }
 
 /// The command that runs `script` in its own folder.

@@ -66,14 +66,16 @@ pub fn new_project(language: Language, name: &str, dir: &Path) -> Result<()> {
     embedded::write_tree(sdk, &dir.join(sdk_dir), str::to_owned)?;
     super::write_wit(&dir.join("wit"))?;
     make_executable(&dir.join("build.sh"))?;
-    let script = if cfg!(windows) {
-        "build.ps1"
-    } else {
-        "build.sh"
-    };
     let dir = dir.display();
+    // On Windows in a process of its own: the script's working folder and
+    // variables stay its own, and the default execution policy lets it run.
+    let build = if cfg!(windows) {
+        format!("powershell -ExecutionPolicy Bypass -File {dir}/build.ps1")
+    } else {
+        format!("{dir}/build.sh")
+    };
     println!(
-        "wrote {dir}: build it with {dir}/{script}, check it with resmux check {dir}/{name}.wasm, \
+        "wrote {dir}: build it with {build}, check it with resmux check {dir}/{name}.wasm, \
          or serve it and rebuild on every save with resmux dev {dir}"
     );
     Ok(())

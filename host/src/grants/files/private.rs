@@ -20,6 +20,7 @@ use anyhow::{Context, Result};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
+use super::staged_io;
 use crate::owner_file;
 
 /// What the folders' names start with.
@@ -144,34 +145,32 @@ fn of_this_user(metadata: &std::fs::Metadata) -> bool {
     return metadata.is_dir();
 }
 
-/// The lock of `folder`, if it has a lock file and nobody holds it.
-#[cfg(unix)]
+/// The lock of `folder`, if it has a lock file and nobody holds it: the
+/// folder opened only if it is no symlink, the lock file only if it is a
+/// regular file reached without following one.
 fn take_lock(folder: &Path) -> Option<File> {
-    use rustix::fs::{Mode, OFlags};
-    use std::os::fd::AsFd;
-    let directory = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let folder = rustix::fs::open(folder, directory, Mode::empty()).ok()?;
-    let file = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let lock = File::from(rustix::fs::openat(folder.as_fd(), LOCK, file, Mode::empty()).ok()?);
+    let folder = open_unfollowed(folder)?;
+    let lock = staged_io::open_regular(&folder, LOCK).ok()?;
     lock.try_lock().ok()?;
     Some(lock)
 }
 
-/// The lock of `folder`, if it has a lock file and nobody holds it: the
-/// folder only if it is no symlink, the lock file within it by cap-std,
-/// which never leaves it (and no pipe lies in a Windows folder).
+/// The directory at `path`, unless `path` is a symlink.
+#[cfg(unix)]
+fn open_unfollowed(path: &Path) -> Option<Dir> {
+    use rustix::fs::{Mode, OFlags};
+    let directory = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let opened = rustix::fs::open(path, directory, Mode::empty()).ok()?;
+    Some(Dir::from_std_file(File::from(opened)))
+}
+
+/// The directory at `path`, unless `path` is a symlink (or junction).
 #[cfg(windows)]
-fn take_lock(folder: &Path) -> Option<File> {
-    if !std::fs::symlink_metadata(folder).ok()?.is_dir() {
+fn open_unfollowed(path: &Path) -> Option<Dir> {
+    if !std::fs::symlink_metadata(path).ok()?.is_dir() {
         return None;
     }
-    let folder = Dir::open_ambient_dir(folder, ambient_authority()).ok()?;
-    if !folder.symlink_metadata(LOCK).ok()?.is_file() {
-        return None;
-    }
-    let lock = folder.open(LOCK).ok()?.into_std();
-    lock.try_lock().ok()?;
-    Some(lock)
+    Dir::open_ambient_dir(path, ambient_authority()).ok()
 }
 
 #[cfg(test)]

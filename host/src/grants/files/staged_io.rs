@@ -28,31 +28,33 @@ pub fn open_regular(folder: &Dir, name: &str) -> Result<File> {
     Ok(File::from(opened))
 }
 
-/// Opens `name` in `folder` for reading, only if it is a regular file and
-/// not a symlink. Windows puts no FIFO in a folder; cap-std keeps the open
-/// inside `folder`, so a link swapped in after the look at it reaches
-/// nothing outside.
+/// Opens `name` in `folder` for reading without following a symlink (the
+/// link itself is opened, and refused as no regular file), and only if it
+/// is a regular file. cap-std keeps the open inside `folder`; Windows puts
+/// no FIFO in a folder.
 #[cfg(windows)]
 pub fn open_regular(folder: &Dir, name: &str) -> Result<File> {
-    let entry = folder
-        .symlink_metadata(name)
-        .with_context(|| format!("cannot open granted file {name:?}"))?;
-    if !entry.is_file() {
-        bail!("granted file {name:?} is no longer a regular file");
-    }
-    let opened = folder
-        .open(name)
-        .with_context(|| format!("cannot open granted file {name:?}"))?
-        .into_std();
+    let opened = open_unfollowed(folder, name)
+        .with_context(|| format!("cannot open granted file {name:?} without following links"))?;
     if !opened.metadata()?.is_file() {
         bail!("granted file {name:?} is no longer a regular file");
     }
     Ok(opened)
 }
 
+/// `name` in `folder`, opened for reading as the entry itself: a symlink
+/// is opened, not followed.
+#[cfg(windows)]
+fn open_unfollowed(folder: &Dir, name: &str) -> io::Result<File> {
+    use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true).follow(FollowSymlinks::No);
+    Ok(folder.open_with(name, &options)?.into_std())
+}
+
 /// Hard-links the opened file itself (not whatever its name points at now)
 /// as `name` in `dir`, through the name Linux gives its descriptor.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub fn link(opened: &File, dir: &Dir, name: &str) -> io::Result<()> {
     use rustix::fs::{AtFlags, CWD};
     use std::os::fd::AsRawFd;
@@ -61,13 +63,14 @@ pub fn link(opened: &File, dir: &Dir, name: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Windows makes hard links by name only, which a swap between the look
-/// and the link could turn to another file: a copy is shown instead.
-#[cfg(windows)]
+/// Windows and macOS make hard links by name only (macOS has no name for
+/// a descriptor to link from), which a swap between the look and the link
+/// could turn to another file: a copy is shown instead.
+#[cfg(not(target_os = "linux"))]
 pub fn link(_opened: &File, _dir: &Dir, _name: &str) -> io::Result<()> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
-        "Windows links a file by name only, never the file opened",
+        "only Linux links the file opened, not a name",
     ))
 }
 
