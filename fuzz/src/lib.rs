@@ -12,6 +12,7 @@ mod answers;
 mod arbitrary_answers;
 mod cursor;
 mod headers;
+mod http_reads;
 mod mcp_schema;
 mod operator_files;
 mod provider;
@@ -26,7 +27,7 @@ pub struct Target {
 }
 
 /// Every target.
-pub const TARGETS: [Target; 6] = [
+pub const TARGETS: [Target; 7] = [
     Target {
         name: "answers",
         run: answers::run,
@@ -38,6 +39,10 @@ pub const TARGETS: [Target; 6] = [
     Target {
         name: "headers",
         run: headers::run,
+    },
+    Target {
+        name: "http_reads",
+        run: http_reads::run,
     },
     Target {
         name: "operator_files",

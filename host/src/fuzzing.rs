@@ -1,6 +1,7 @@
 //! What the fuzz targets in `fuzz/` reach that resmux otherwise keeps to
 //! itself: how the stdio loop cuts stdin into lines and decodes each line,
-//! and how a located file's bytes become an answer. The targets fuzz these
+//! how a located file's bytes become an answer, and the HTTP endpoint with
+//! and without the reads answered beside rmcp. The targets fuzz these
 //! very functions, not copies of them; nothing in resmux calls this module.
 
 use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage};
@@ -86,4 +87,28 @@ where
     JsonRpcMessage<Request, Response, Notification>: serde::Serialize,
 {
     serde_json::to_value(message).expect("a decoded message serializes again")
+}
+
+/// One MCP endpoint serving `server` twice, both routes sharing its
+/// sessions: `beside` answers the reads rmcp would accept beside it, as
+/// `resmux serve --http` does; `rmcp` leaves every request to rmcp.
+pub struct HttpEndpoints {
+    pub beside: axum::Router,
+    pub rmcp: axum::Router,
+}
+
+/// [`HttpEndpoints`] for `server`, allowing loopback hosts and origins.
+pub fn http_endpoints(server: crate::protocol::Observed) -> HttpEndpoints {
+    use crate::transport::http::{Endpoint, ReadsBeside};
+    // Sessions that outlast any fuzzing run: the one a target opens stays.
+    let endpoint = Endpoint::new(
+        Vec::new(),
+        Vec::new(),
+        std::time::Duration::from_secs(7 * 24 * 3600),
+        &tokio_util::sync::CancellationToken::new(),
+    );
+    HttpEndpoints {
+        beside: endpoint.routes(server.clone(), ReadsBeside::Answered),
+        rmcp: endpoint.routes(server, ReadsBeside::LeftToRmcp),
+    }
 }

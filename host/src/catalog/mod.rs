@@ -399,7 +399,6 @@ impl Loading {
                     loaded.plugin.clone(),
                     loaded.settings(),
                 )
-                .map_err(anyhow::Error::msg)
                 .with_context(|| format!("cannot mount {}", loaded.entry.declared_by.display()))?;
             loaded.post();
         }

@@ -1,8 +1,9 @@
-//! Command-line arguments and `resmux serve`; the other subcommands live in
-//! [`query`], [`check`], [`inspect`], [`compile`], [`top`], [`policy`] and,
-//! for plugin authors, [`author`]. Output for people goes to
-//! stdout; logs go to stderr, and `serve` keeps stdout for protocol messages
-//! alone.
+//! Command-line arguments, and what the subcommands share (the plugin
+//! folder, the compile cache, the rules); each subcommand lives in its own
+//! module: [`serve`], [`query`], [`check`], [`inspect`], [`compile`],
+//! [`top`], [`policy`] and, for plugin authors, [`author`]. Output for
+//! people goes to stdout; logs go to stderr, and `serve` keeps stdout for
+//! protocol messages alone.
 
 mod author;
 mod check;
@@ -10,35 +11,24 @@ mod compile;
 mod inspect;
 mod policy;
 mod query;
+mod serve;
 mod top;
 
-use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args as ClapArgs, Parser, Subcommand};
-use tokio::task::JoinHandle;
 
-use resmux::access::audit::AuditLog;
-use resmux::access::shared_limits::SharedLimits;
-use resmux::access::{AccessList, Admission, ResourceServer};
-use resmux::catalog::{self, Loading, startup};
-use resmux::console::{Console, Served};
+use resmux::catalog::{self, Loading};
 use resmux::grants::Ceiling;
-use resmux::namespace::cursor::{self, CursorSeal};
-use resmux::namespace::{Namespace, changes};
+use resmux::namespace::Namespace;
 use resmux::operator_file::{self, MOST_COMPONENT_BYTES};
-use resmux::protocol::{self, Observed, ResmuxServer, ResponseCache};
 use resmux::runtime::{CompileCache, HandleBudget, Runtime, Tiers};
 use resmux::telemetry::logs::LogFormat;
-use resmux::transport::{self, ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions, OperatorToken};
+use resmux::transport::{self, OperatorToken};
 
 /// Entries of one listing page, unless --page-size says otherwise.
 const DEFAULT_PAGE_SIZE: u32 = 100;
-/// HTTP connections open at once, unless --max-connections says otherwise.
-const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// Listed resources `check` reads, unless --reads says otherwise.
 const DEFAULT_READS: usize = 100;
 
@@ -66,134 +56,7 @@ pub struct Args {
     reason = "parsed once when resmux starts; boxing `serve`'s flags would only obscure them"
 )]
 pub enum Command {
-    /// Serve the plugin folder over MCP: on stdin/stdout, or over Streamable
-    /// HTTP at /mcp with --http.
-    Serve {
-        #[command(flatten)]
-        folder: FolderArgs,
-        /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8080)
-        /// instead of stdio.
-        #[arg(long)]
-        http: Option<std::net::SocketAddr>,
-        /// A host name clients may use in `Host` besides loopback ones;
-        /// required to listen on a non-loopback address. Repeatable.
-        #[arg(long = "allow-host", requires = "http")]
-        allowed_hosts: Vec<String>,
-        /// A browser origin allowed besides loopback ones, e.g.
-        /// https://app.example.com:443. Repeatable.
-        #[arg(long = "allow-origin", requires = "http")]
-        allowed_origins: Vec<String>,
-        /// Do not offer the tool bridge (search_resources, read_resource) to
-        /// clients that only use tools.
-        #[arg(long)]
-        no_tools: bool,
-        /// A tokens file: the clients that may connect over HTTP, each with
-        /// its bearer token, schemes and rate limit. Without it, HTTP is open
-        /// to whoever reaches the address.
-        #[arg(long, env = "RESMUX_TOKENS", requires = "http")]
-        tokens: Option<PathBuf>,
-        /// A Redis (`redis://[:PASSWORD@]HOST:PORT/DB`, 5 or later) where replicas share the tokens
-        /// file's rate limits, so that a client's `reads_per_minute` holds
-        /// for all of them together. While it does not answer, each replica
-        /// holds clients to their limit on its own.
-        #[arg(
-            long,
-            env = "RESMUX_REDIS",
-            requires = "tokens",
-            hide_env_values = true
-        )]
-        redis: Option<String>,
-        /// An auth file whose `[oauth]` table makes resmux an OAuth 2.1
-        /// resource server: access tokens of that issuer, for this server,
-        /// let clients in (beside the tokens file's, if both are given).
-        #[arg(long, env = "RESMUX_AUTH", requires = "http")]
-        auth: Option<PathBuf>,
-        /// A Cedar access policy: what the clients of --tokens and --auth may
-        /// list, read, subscribe to and complete, URI by URI (see `resmux
-        /// policy schema`). The tokens file's `schemes` are added to it.
-        #[arg(long, env = "RESMUX_ACCESS_POLICY", requires = "http")]
-        access_policy: Option<PathBuf>,
-        /// HTTP connections open at once; past it, the connection that has
-        /// waited longest for its request is closed to make room for a new
-        /// one (one whose request is under way never is).
-        #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, requires = "http")]
-        max_connections: usize,
-        /// HTTP connections one source (an IPv4 address, an IPv6 /64) may
-        /// hold at once; default: an eighth of --max-connections, at least 4.
-        /// Behind a reverse proxy every client is the proxy's address: raise
-        /// it to --max-connections there, and let --max-connections-per-client
-        /// bound the clients.
-        #[arg(long, requires = "http")]
-        max_connections_per_source: Option<NonZeroUsize>,
-        /// HTTP connections one client of --tokens or --auth may hold at
-        /// once, counted from its first request on each; default: an eighth
-        /// of --max-connections, at least 4.
-        #[arg(long, requires = "http")]
-        max_connections_per_client: Option<NonZeroUsize>,
-        /// Seconds an HTTP session may go unused (no request, no open
-        /// stream) before it ends, its subscriptions with it.
-        #[arg(long, default_value_t = DEFAULT_SESSION_IDLE.as_secs(), value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
-        session_idle_seconds: u64,
-        /// Append one JSON line per read, subscription and completion to
-        /// this file.
-        #[arg(long, env = "RESMUX_AUDIT_LOG")]
-        audit_log: Option<PathBuf>,
-        /// Memory for answers kept within their cache hint, in MiB; 0 keeps none.
-        #[arg(long, default_value_t = 64)]
-        response_cache_mib: u64,
-        /// Serve Prometheus metrics at http://ADDR/metrics, the operator's
-        /// console at http://ADDR/console, and the probes /healthz and
-        /// /readyz, on a listener of their own (the probes never need a
-        /// token).
-        #[arg(long, env = "RESMUX_METRICS")]
-        metrics: Option<std::net::SocketAddr>,
-        /// A file holding the bearer token scrapes of /metrics must carry
-        /// (Prometheus: `authorization: { credentials_file: FILE }`).
-        #[arg(long, env = "RESMUX_METRICS_TOKEN_FILE", requires = "metrics")]
-        metrics_token_file: Option<PathBuf>,
-        /// A file holding the bearer token the console's data must carry.
-        /// That data reads every resource past the access policy, so it has
-        /// a token of its own, which a scraper never holds. Without it, the
-        /// data is served only on a loopback listener of an HTTP server
-        /// without --tokens or --auth.
-        #[arg(
-            long,
-            env = "RESMUX_CONSOLE_TOKEN_FILE",
-            requires = "metrics",
-            conflicts_with = "no_console"
-        )]
-        console_token_file: Option<PathBuf>,
-        /// Serve no console on the metrics listener: metrics and probes only.
-        #[arg(long, requires = "metrics")]
-        no_console: bool,
-        /// A file of cursor secrets, one a line (32 bytes or more each):
-        /// replicas given the same open each other's cursors. The first
-        /// seals, every one opens. To replace a secret without breaking a
-        /// walk, roll out three changes, each to every replica: add the new
-        /// one last, move it first, drop the old one. Default: a random
-        /// secret, whose cursors open in this process only.
-        #[arg(
-            long,
-            env = "RESMUX_CURSOR_SECRET_FILE",
-            conflicts_with = "cursor_secret"
-        )]
-        cursor_secret_file: Option<PathBuf>,
-        /// The cursor secrets themselves, as in --cursor-secret-file; best
-        /// given in the environment, where `ps` does not show it.
-        #[arg(long, env = "RESMUX_CURSOR_SECRET", hide_env_values = true)]
-        cursor_secret: Option<String>,
-        /// Seconds between changes of the key derived from the cursor secret
-        /// (60 or more, the same on every replica): a cursor opens for one
-        /// to two of these, and a listing page with a cursor is kept for at
-        /// most half of one.
-        #[arg(long, env = "RESMUX_CURSOR_ROTATION", default_value_t = cursor::DEFAULT_ROTATION.as_secs(), value_parser = clap::value_parser!(u64).range(60..))]
-        cursor_rotation: u64,
-        /// Name the resource URI (`mcp.resource.uri`) in the spans of reads
-        /// and subscriptions; left out unless asked for, as URIs may carry
-        /// data.
-        #[arg(long)]
-        trace_uris: bool,
-    },
+    Serve(serve::Serve),
     /// Show live per-plugin figures (calls/s, p50/p99, faults, quarantine)
     /// from a server started with --metrics.
     Top {
@@ -384,7 +247,7 @@ impl Command {
     /// there, for one) are left out: resmux says what they mean.
     pub fn default_log_level(&self) -> &'static str {
         match self {
-            Self::Serve { .. } | Self::Dev { .. } => "info,sigstore=error",
+            Self::Serve(_) | Self::Dev { .. } => "info,sigstore=error",
             _ => "warn,resmux::plugin=info,sigstore=error",
         }
     }
@@ -528,90 +391,7 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 
 pub async fn run(command: Command) -> Result<()> {
     match command {
-        Command::Serve {
-            folder,
-            http,
-            allowed_hosts,
-            allowed_origins,
-            no_tools,
-            tokens,
-            redis,
-            auth,
-            access_policy,
-            max_connections,
-            max_connections_per_source,
-            max_connections_per_client,
-            session_idle_seconds,
-            audit_log,
-            response_cache_mib,
-            metrics,
-            metrics_token_file,
-            console_token_file,
-            no_console,
-            trace_uris,
-            cursor_secret_file,
-            cursor_secret,
-            cursor_rotation,
-        } => {
-            let cursor_seal = cursor_seal(
-                cursor_secret_file.as_deref(),
-                cursor_secret.as_deref(),
-                Duration::from_secs(cursor_rotation),
-            )?;
-            let metrics_token = metrics_token_file
-                .as_deref()
-                .map(|path| transport::read_token_file(path, OperatorToken::Metrics))
-                .transpose()?;
-            let console_token = console_token_file
-                .as_deref()
-                .map(|path| transport::read_token_file(path, OperatorToken::Console))
-                .transpose()?;
-            if console_token.is_some() && console_token == metrics_token {
-                bail!(
-                    "the console token is the metrics token: the console's data reads every resource, so give it a token no scraper holds"
-                );
-            }
-            let shared_limits = redis
-                .as_deref()
-                .map(SharedLimits::open)
-                .transpose()?
-                .map(Arc::new);
-            let access = admission(
-                tokens.as_deref(),
-                auth.as_deref(),
-                access_policy.as_deref(),
-                shared_limits.as_ref(),
-            )?
-            .map(Arc::new);
-            if let Some(oauth) = access.as_ref().and_then(|access| access.oauth.as_ref()) {
-                oauth.prefetch_keys();
-            }
-            let http = http.map(|address| HttpOptions {
-                address,
-                allowed_hosts,
-                allowed_origins,
-                access,
-                connections: ConnectionLimits::new(
-                    max_connections,
-                    max_connections_per_source.map(NonZeroUsize::get),
-                    max_connections_per_client.map(NonZeroUsize::get),
-                ),
-                session_idle: Duration::from_secs(session_idle_seconds),
-            });
-            let options = ServeOptions {
-                tool_bridge: !no_tools,
-                audit_log,
-                response_cache_bytes: response_cache_mib.saturating_mul(1024 * 1024),
-                metrics,
-                metrics_token,
-                console: !no_console,
-                console_token,
-                trace_uris,
-                cursor_seal,
-            };
-            let runtime = folder.cache.runtime(folder.tiers)?;
-            serve(folder, runtime, http, options).await
-        }
+        Command::Serve(serve) => serve.execute().await,
         Command::Top {
             address,
             interval,
@@ -709,45 +489,6 @@ pub async fn run(command: Command) -> Result<()> {
     }
 }
 
-/// Who may connect, and the access policy that guards them: none without a
-/// tokens file or an auth file.
-fn admission(
-    tokens: Option<&Path>,
-    auth: Option<&Path>,
-    access_policy: Option<&Path>,
-    shared_limits: Option<&Arc<SharedLimits>>,
-) -> Result<Option<Admission>> {
-    if tokens.is_none() && auth.is_none() {
-        if let Some(path) = access_policy {
-            bail!(
-                "access policy {} decides for the clients of --tokens and --auth; give one of them",
-                path.display()
-            );
-        }
-        return Ok(None);
-    }
-    let tokens = tokens
-        .map(|tokens| AccessList::read(tokens, shared_limits))
-        .transpose()?;
-    let oauth = auth.map(ResourceServer::read).transpose()?;
-    Admission::new(tokens, oauth, access_policy).map(Some)
-}
-
-/// The seal of the cursors this server issues: one from the operator's
-/// secrets, shared with other replicas, or a random one.
-fn cursor_seal(file: Option<&Path>, text: Option<&str>, rotation: Duration) -> Result<CursorSeal> {
-    match (file, text) {
-        (Some(file), _) => {
-            let text = resmux::operator_file::read_text(file, "the cursor secret file")?;
-            CursorSeal::shared(&text, rotation)
-                .map_err(|error| anyhow::anyhow!("cursor secret file {}: {error}", file.display()))
-        }
-        (None, Some(text)) => CursorSeal::shared(text, rotation)
-            .map_err(|error| anyhow::anyhow!("RESMUX_CURSOR_SECRET: {error}")),
-        (None, None) => Ok(CursorSeal::random(rotation)),
-    }
-}
-
 async fn namespace(folder: &FolderArgs) -> Result<Namespace> {
     let namespace = Namespace::new(folder.page_size as usize);
     let runtime = folder.cache.runtime(folder.tiers)?;
@@ -773,143 +514,4 @@ fn warn_if_empty(plugins: &Path, loading: &Loading) {
     if loading.loaded.is_empty() {
         tracing::warn!(folder = %plugins.display(), "no plugin loaded; the namespace is empty");
     }
-}
-
-/// What `serve` adds around the namespace.
-struct ServeOptions {
-    tool_bridge: bool,
-    /// Where the audit log is written, if anywhere.
-    audit_log: Option<PathBuf>,
-    response_cache_bytes: u64,
-    metrics: Option<std::net::SocketAddr>,
-    /// The bearer token scrapes of `/metrics` must carry.
-    metrics_token: Option<String>,
-    /// Serve the console beside the metrics.
-    console: bool,
-    /// The bearer token the console's data must carry.
-    console_token: Option<String>,
-    trace_uris: bool,
-    /// Seals the cursors of listings.
-    cursor_seal: CursorSeal,
-}
-
-/// Serves the folder's namespace. Clients are answered once the plugins
-/// whose code is compiled already have loaded; the others arrive while it
-/// serves ([`startup`]). With --locked, every plugin loads first.
-async fn serve(
-    folder: FolderArgs,
-    runtime: Runtime,
-    http: Option<HttpOptions>,
-    options: ServeOptions,
-) -> Result<()> {
-    resmux::platform::say_differences();
-    let rules = folder.rules.rules()?;
-    // In locked mode nothing is served unaudited.
-    let audit = options
-        .audit_log
-        .as_deref()
-        .map(|path| AuditLog::open(path, rules.locked))
-        .transpose()?;
-    // Dropped when serving ends, however it ends: waits, briefly, until the
-    // audit lines still queued are written.
-    let _flushed = audit.as_ref().map(AuditLog::flushed_on_drop);
-    let namespace =
-        Arc::new(Namespace::new(folder.page_size as usize).with_cursor_seal(options.cursor_seal));
-    let cache = (options.response_cache_bytes > 0)
-        .then(|| ResponseCache::new(options.response_cache_bytes, &namespace));
-    let server = ResmuxServer::new(
-        namespace.clone(),
-        protocol::Options {
-            tool_bridge: options.tool_bridge,
-            audit,
-            cache,
-        },
-    );
-    if let Some(address) = options.metrics {
-        let routes = match options.console {
-            true => Console::routes(Served {
-                server: server.clone(),
-                token: options.console_token,
-                admission: http.as_ref().and_then(|http| http.access.clone()),
-                folder: folder.plugins.clone(),
-                http: http.is_some(),
-                listener: address,
-                audited: options.audit_log.is_some(),
-                allowed_hosts: http
-                    .as_ref()
-                    .map_or_else(Vec::new, |http| http.allowed_hosts.clone()),
-            }),
-            false => axum::Router::new(),
-        };
-        let bound =
-            transport::serve_metrics(address, options.metrics_token.as_deref(), routes).await?;
-        if options.console {
-            tracing::info!("serving the console at http://{bound}/console");
-        }
-    }
-    let arriving = if rules.locked {
-        let loading = load_all(&folder, &runtime, &rules, &namespace).await?;
-        all_arrived(&folder.plugins, runtime, rules, &namespace, &loading)?;
-        None
-    } else {
-        start_loading(&folder.plugins, runtime, rules, &namespace).await?
-    };
-    changes::spawn_poller(&namespace);
-    let server = Observed::new(server, options.trace_uris);
-    let serving = async move {
-        match http {
-            Some(options) => transport::serve_http(server, options).await,
-            None => transport::serve_stdio(server).await,
-        }
-    };
-    match arriving {
-        None => serving.await,
-        // Serves until the client leaves, unless watching the folder fails
-        // once every plugin has arrived.
-        Some(arriving) => tokio::select! {
-            served = serving => served,
-            Ok(Err(error)) = arriving => Err(error),
-        },
-    }
-}
-
-/// Tells `namespace` to expect every plugin of the folder `plugins`, loads
-/// those whose code is compiled already, and returns the task that compiles
-/// and loads the others, if any are left.
-async fn start_loading(
-    plugins: &Path,
-    runtime: Runtime,
-    rules: catalog::Rules,
-    namespace: &Arc<Namespace>,
-) -> Result<Option<JoinHandle<Result<()>>>> {
-    let mut expected = startup::expect_folder(plugins, namespace)?;
-    expected.load_compiled(&runtime, &rules, namespace).await;
-    let compiling = expected.left_to_compile() > 0;
-    let (plugins, namespace) = (plugins.to_owned(), namespace.clone());
-    let rest = async move {
-        let loading = expected.load_the_rest(&runtime, &rules, &namespace).await;
-        warn_if_empty(&plugins, &loading);
-        all_arrived(&plugins, runtime, rules, &namespace, &loading)
-    };
-    if !compiling {
-        // A warm start: ready, and the folder watched, before anything is
-        // served.
-        rest.await?;
-        return Ok(None);
-    }
-    Ok(Some(tokio::spawn(rest)))
-}
-
-/// Once every plugin of the folder has loaded or failed: `/readyz` answers
-/// ready, and the folder is watched from now on.
-fn all_arrived(
-    plugins: &Path,
-    runtime: Runtime,
-    rules: catalog::Rules,
-    namespace: &Arc<Namespace>,
-    loading: &Loading,
-) -> Result<()> {
-    tracing::info!(schemes = ?namespace.schemes(), "namespace ready");
-    transport::mark_ready();
-    catalog::live::spawn(plugins, runtime, rules, namespace.clone(), loading)
 }

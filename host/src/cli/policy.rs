@@ -76,7 +76,7 @@ pub fn run(command: PolicyCommand) -> Result<()> {
             action,
             uri,
         } => {
-            let admission = super::admission(
+            let admission = super::serve::admission(
                 tokens.as_deref(),
                 auth.as_deref(),
                 access_policy.as_deref(),

@@ -22,10 +22,13 @@ pub mod cursor;
 pub mod promises;
 mod scope;
 pub mod snapshot;
+#[cfg(test)]
+mod tests;
 pub mod uri;
 pub mod validate;
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -71,6 +74,29 @@ pub enum NamespaceError {
     Provider { uri: String, error: ProviderError },
     #[error("the plugin for {uri} returned an invalid answer: {reason}")]
     InvalidAnswer { uri: String, reason: String },
+}
+
+/// Why a provider cannot be mounted.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum MountError {
+    #[error("scheme {scheme:?} {reason}")]
+    InvalidScheme { scheme: String, reason: SyntaxError },
+    /// A scheme is never shared: the first provider stays.
+    #[error("scheme {scheme:?} is already served")]
+    Taken { scheme: String },
+}
+
+/// Why no provider serves a scheme a request names: the caller decides
+/// what that makes of the request (a resource not found, an invalid
+/// argument).
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum Unserved {
+    #[error("the plugin for scheme {scheme:?} did not load: {reason}")]
+    NotLoaded { scheme: String, reason: Arc<str> },
+    #[error("the plugin for scheme {scheme:?} is still loading after {} s", ARRIVAL_PATIENCE.as_secs())]
+    StillLoading { scheme: String },
+    #[error("no plugin serves scheme {scheme:?}")]
+    NoPlugin { scheme: String },
 }
 
 /// A listed resource, with its full URI.
@@ -281,7 +307,7 @@ impl Namespace {
         scheme: &str,
         provider: Arc<dyn Provider>,
         settings: MountSettings,
-    ) -> Result<(), String> {
+    ) -> Result<(), MountError> {
         self.put(scheme, provider, settings, false)
     }
 
@@ -292,7 +318,7 @@ impl Namespace {
         scheme: &str,
         provider: Arc<dyn Provider>,
         settings: MountSettings,
-    ) -> Result<(), String> {
+    ) -> Result<(), MountError> {
         self.put(scheme, provider, settings, true)
     }
 
@@ -302,11 +328,16 @@ impl Namespace {
         provider: Arc<dyn Provider>,
         settings: MountSettings,
         replacing: bool,
-    ) -> Result<(), String> {
-        uri::check_scheme(scheme).map_err(|reason| format!("scheme {scheme:?} {reason}"))?;
+    ) -> Result<(), MountError> {
+        uri::check_scheme(scheme).map_err(|reason| MountError::InvalidScheme {
+            scheme: scheme.to_owned(),
+            reason,
+        })?;
         self.change_mounts(|mounts| {
             if !replacing && mounts.contains_key(scheme) {
-                return Err(format!("scheme {scheme:?} is already served"));
+                return Err(MountError::Taken {
+                    scheme: scheme.to_owned(),
+                });
             }
             mounts.insert(scheme.to_owned(), Mount::new(provider, settings));
             Ok(())
@@ -318,9 +349,8 @@ impl Namespace {
 
     /// Stops serving `scheme`; false if nothing served it.
     pub fn unmount(&self, scheme: &str) -> bool {
-        let removed = self
-            .change_mounts(|mounts| Ok(mounts.remove(scheme).is_some()))
-            .unwrap_or(false);
+        let Ok(removed) =
+            self.change_mounts(|mounts| Ok::<_, Infallible>(mounts.remove(scheme).is_some()));
         if removed {
             self.announce_scheme_changed(scheme);
         }
@@ -367,10 +397,10 @@ impl Namespace {
 
     /// Applies `change` to a copy of the mounts and puts the copy in place:
     /// requests under way keep the snapshot they started with.
-    fn change_mounts<T>(
+    fn change_mounts<T, E>(
         &self,
-        change: impl FnOnce(&mut Mounts) -> Result<T, String>,
-    ) -> Result<T, String> {
+        change: impl FnOnce(&mut Mounts) -> Result<T, E>,
+    ) -> Result<T, E> {
         let mut mounts = self
             .mounts
             .write()
@@ -436,7 +466,7 @@ impl Namespace {
         let mount = self
             .arrived_mount(template.scheme())
             .await
-            .map_err(NamespaceError::InvalidArgument)?;
+            .map_err(|unserved| NamespaceError::InvalidArgument(unserved.to_string()))?;
         let request = CompletionRequest {
             path_template: template.path().to_owned(),
             argument: target.argument.clone(),
@@ -516,14 +546,17 @@ impl Namespace {
             .cloned()
             .ok_or_else(|| NamespaceError::NotFound {
                 uri: uri.to_owned(),
-                reason: unserved(scheme),
+                reason: Unserved::NoPlugin {
+                    scheme: scheme.to_owned(),
+                }
+                .to_string(),
             })
     }
 
     /// The mount serving `scheme`, once its plugin has arrived if it is
     /// still loading (waiting at most [`ARRIVAL_PATIENCE`]); else why no
     /// plugin serves it.
-    async fn arrived_mount(&self, scheme: &str) -> Result<Arc<Mount>, String> {
+    async fn arrived_mount(&self, scheme: &str) -> Result<Arc<Mount>, Unserved> {
         if let Some(mount) = self.current_mounts().get(scheme).cloned() {
             return Ok(mount);
         }
@@ -533,15 +566,11 @@ impl Namespace {
         if let Some(mount) = self.current_mounts().get(scheme).cloned() {
             return Ok(mount);
         }
+        let scheme = scheme.to_owned();
         Err(match waited {
-            Waited::Failed(reason) => {
-                format!("the plugin for scheme {scheme:?} did not load: {reason}")
-            }
-            Waited::StillLoading => format!(
-                "the plugin for scheme {scheme:?} is still loading after {} s",
-                ARRIVAL_PATIENCE.as_secs()
-            ),
-            Waited::Unexpected | Waited::Mounted => unserved(scheme),
+            Waited::Failed(reason) => Unserved::NotLoaded { scheme, reason },
+            Waited::StillLoading => Unserved::StillLoading { scheme },
+            Waited::Unexpected | Waited::Mounted => Unserved::NoPlugin { scheme },
         })
     }
 
@@ -556,9 +585,9 @@ impl Namespace {
     async fn servable_mount(&self, uri: &Uri) -> Result<Arc<Mount>, NamespaceError> {
         self.arrived_mount(uri.scheme())
             .await
-            .map_err(|reason| NamespaceError::NotFound {
+            .map_err(|unserved| NamespaceError::NotFound {
                 uri: uri.as_str().to_owned(),
-                reason,
+                reason: unserved.to_string(),
             })
     }
 
@@ -807,11 +836,12 @@ pub fn check_completion(template_uri: &str, argument: &str) -> Result<Completing
 
 /// The answer to a completion in a scheme no plugin serves.
 pub fn unserved_completion(scheme: &str) -> NamespaceError {
-    NamespaceError::InvalidArgument(unserved(scheme))
-}
-
-fn unserved(scheme: &str) -> String {
-    format!("no plugin serves scheme {scheme:?}")
+    NamespaceError::InvalidArgument(
+        Unserved::NoPlugin {
+            scheme: scheme.to_owned(),
+        }
+        .to_string(),
+    )
 }
 
 fn provider_error(uri: &str, error: ProviderError) -> NamespaceError {

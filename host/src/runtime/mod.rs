@@ -9,8 +9,10 @@
 
 mod bindings;
 mod cache;
+mod call;
 mod epoch;
 mod executor;
+mod fault;
 mod handles;
 mod health;
 mod instance;

@@ -40,7 +40,6 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use tokio::runtime::{Handle, Runtime};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
 
 use super::executor;
@@ -139,15 +138,11 @@ impl Placement {
     /// or for at most `linger` once its caller gave up on it (its time is
     /// up, or its client cancelled it), since a file operation may hold it:
     /// its code stops at its next tick once the operation returns.
-    pub fn inline<F>(
-        &self,
-        call: F,
-        slot: OwnedSemaphorePermit,
-        linger: Duration,
-    ) -> Inline<F::Output>
+    pub fn inline<F, S>(&self, call: F, slot: S, linger: Duration) -> Inline<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send,
+        S: Send + 'static,
     {
         let waits = Arc::new(AtomicU32::new(0));
         let counted = Counted {

@@ -79,6 +79,75 @@ struct Gate {
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
+/// The MCP endpoint: rmcp's Streamable HTTP service at `/mcp`, with its
+/// hosts, origins and sessions.
+pub(crate) struct Endpoint {
+    config: StreamableHttpServerConfig,
+    /// Every allowed host: loopback ones, and the operator's.
+    hosts: Vec<String>,
+    pub sessions: Arc<LocalSessionManager>,
+}
+
+/// Whether the reads rmcp would accept as they stand are answered beside
+/// it ([`super::http_reads`]), or left to rmcp (to compare the two).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadsBeside {
+    Answered,
+    LeftToRmcp,
+}
+
+impl Endpoint {
+    /// An endpoint that allows loopback hosts and origins and `allowed_hosts`
+    /// and `allowed_origins` besides, whose sessions end after
+    /// `session_idle` unused or when `shutdown` is cancelled.
+    pub(crate) fn new(
+        allowed_hosts: Vec<String>,
+        allowed_origins: Vec<String>,
+        session_idle: Duration,
+        shutdown: &CancellationToken,
+    ) -> Self {
+        let hosts: Vec<String> = LOOPBACK_HOSTS
+            .iter()
+            .map(|host| host.to_string())
+            .chain(allowed_hosts)
+            .collect();
+        let origins = LOOPBACK_ORIGINS
+            .iter()
+            .map(|origin| origin.to_string())
+            .chain(allowed_origins);
+        let mut config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts.clone())
+            .with_allowed_origins(origins)
+            .enforce_origin_validation();
+        config.cancellation_token = shutdown.child_token();
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(session_idle);
+        Self {
+            config,
+            hosts,
+            sessions: Arc::new(sessions),
+        }
+    }
+
+    /// The routes that serve `server` at `/mcp`.
+    pub(crate) fn routes(&self, server: Observed, reads: ReadsBeside) -> axum::Router {
+        let handler = server.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(handler.for_session()),
+            self.sessions.clone(),
+            self.config.clone(),
+        );
+        let router = axum::Router::new().nest_service("/mcp", service);
+        match reads {
+            ReadsBeside::Answered => {
+                let beside = HttpReads::new(server, self.sessions.clone(), self.hosts.clone());
+                router.layer(axum::middleware::from_fn_with_state(beside, answer_reads))
+            }
+            ReadsBeside::LeftToRmcp => router,
+        }
+    }
+}
+
 /// Serves MCP over Streamable HTTP until SIGINT or SIGTERM.
 pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
     if !options.address.ip().is_loopback() && options.allowed_hosts.is_empty() {
@@ -88,29 +157,14 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
         );
     }
     let shutdown = CancellationToken::new();
-    let hosts: Vec<String> = LOOPBACK_HOSTS
-        .iter()
-        .map(|host| host.to_string())
-        .chain(options.allowed_hosts)
-        .collect();
-    let origins = LOOPBACK_ORIGINS
-        .iter()
-        .map(|origin| origin.to_string())
-        .chain(options.allowed_origins);
-    let mut config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts.clone())
-        .with_allowed_origins(origins)
-        .enforce_origin_validation();
-    config.cancellation_token = shutdown.child_token();
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(options.session_idle);
-    let sessions = Arc::new(sessions);
-    let reads = HttpReads::new(server.clone(), sessions.clone(), hosts);
-    let service =
-        StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
-    let mut router = axum::Router::new()
-        .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(reads, answer_reads));
+    let endpoint = Endpoint::new(
+        options.allowed_hosts,
+        options.allowed_origins,
+        options.session_idle,
+        &shutdown,
+    );
+    let sessions = endpoint.sessions.clone();
+    let mut router = endpoint.routes(server, ReadsBeside::Answered);
     if let Some(access) = options.access {
         let metadata = access.oauth.as_ref().map(challenge::metadata_routes);
         let gate = Arc::new(Gate {

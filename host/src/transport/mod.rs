@@ -8,7 +8,7 @@
 mod challenge;
 mod connections;
 mod direct;
-mod http;
+pub(crate) mod http;
 mod http_reads;
 mod in_flight;
 mod listener;

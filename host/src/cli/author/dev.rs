@@ -13,13 +13,9 @@ use anyhow::{Context, Result, bail};
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::cli::{
-    CacheArgs, DEFAULT_MAX_CONNECTIONS, DEFAULT_PAGE_SIZE, DEFAULT_READS, FolderArgs, RulesArgs,
-    ServeOptions, check, serve,
-};
-use resmux::namespace::cursor::{self, CursorSeal};
+use crate::cli::serve::Serve;
+use crate::cli::{CacheArgs, DEFAULT_READS, check};
 use resmux::runtime::{Runtime, Tiers};
-use resmux::transport::{ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions};
 
 /// Quiet time after the last save before a build starts.
 const SETTLE: Duration = Duration::from_millis(300);
@@ -88,38 +84,9 @@ pub async fn dev(dir: &Path, http: Option<std::net::SocketAddr>, cache: CacheArg
         }
     });
 
-    let folder = FolderArgs {
-        plugins: dir,
-        page_size: DEFAULT_PAGE_SIZE,
-        tiers: Tiers::Both,
-        cache,
-        rules: RulesArgs {
-            ceiling: None,
-            locked: false,
-            plain_http: Vec::new(),
-        },
-    };
-    let http = http.map(|address| HttpOptions {
-        address,
-        allowed_hosts: Vec::new(),
-        allowed_origins: Vec::new(),
-        access: None,
-        connections: ConnectionLimits::new(DEFAULT_MAX_CONNECTIONS, None, None),
-        session_idle: DEFAULT_SESSION_IDLE,
-    });
-    let options = ServeOptions {
-        tool_bridge: true,
-        audit_log: None,
-        // Every answer fresh: what a client sees is always the last build.
-        response_cache_bytes: 0,
-        metrics: None,
-        metrics_token: None,
-        console: false,
-        console_token: None,
-        trace_uris: false,
-        cursor_seal: CursorSeal::random(cursor::DEFAULT_ROTATION),
-    };
-    serve(folder, runtime, http, options).await
+    Serve::for_project(&dir, http)?
+        .serve_on(Some(runtime))
+        .await
 }
 
 /// Whether a change at `path` is an edit of the project's sources.
