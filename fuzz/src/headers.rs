@@ -19,7 +19,7 @@ use arbitrary::Unstructured;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use resmux::access::{AccessList, Admission, ResourceServer};
-use resmux::contract::{Body, Content, Page, ReadResult, ResourceEntry};
+use resmux::contract::{Page, ResourceEntry};
 use resmux::namespace::Namespace;
 use resmux::protocol::{Observed, Options, ResmuxServer};
 use resmux::transport::{ConnectionLimits, DEFAULT_SESSION_IDLE, HttpOptions, serve_http};
@@ -98,15 +98,7 @@ fn start() -> Server {
             next_cursor: None,
             cache: None,
         }),
-        read: Ok(ReadResult {
-            contents: vec![Content {
-                path: "r".into(),
-                mime_type: None,
-                body: Body::Text("read".into()),
-                meta: None,
-            }],
-            cache: None,
-        }),
+        read: Ok(provider::text_read("r", "read")),
         ..Scripted::default()
     };
     let namespace = provider::mounted(Namespace::new(PAGE_SIZE), scripted);

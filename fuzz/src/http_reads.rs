@@ -9,12 +9,10 @@
 //! rmcp's the fast path does not make as rmcp makes it.
 
 use std::sync::LazyLock;
-use std::time::Duration;
 
 use arbitrary::Unstructured;
 use axum::body::Body;
 use axum::http::{Request, Response, StatusCode};
-use resmux::contract::{Body as ContentBody, Content, ReadResult};
 use resmux::fuzzing::{HttpEndpoints, http_endpoints};
 use resmux::namespace::Namespace;
 use resmux::protocol::{Observed, Options, ResmuxServer};
@@ -22,10 +20,7 @@ use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::provider::{self, PAGE_SIZE, Scripted};
-
-/// How long an answer may take before the target calls it a hang.
-const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+use crate::provider::{self, ANSWER_WITHIN, PAGE_SIZE, Scripted};
 
 /// The revision of the open session.
 const SESSION_REVISION: &str = "2025-06-18";
@@ -40,15 +35,7 @@ static SERVED: LazyLock<Served> = LazyLock::new(|| provider::runtime().block_on(
 
 async fn start() -> Served {
     let scripted = Scripted {
-        read: Ok(ReadResult {
-            contents: vec![Content {
-                path: "r".into(),
-                mime_type: Some("text/plain".into()),
-                body: ContentBody::Text("read".into()),
-                meta: None,
-            }],
-            cache: None,
-        }),
+        read: Ok(provider::text_read("r", "read")),
         ..Scripted::default()
     };
     let namespace = provider::mounted(Namespace::new(PAGE_SIZE), scripted);

@@ -31,7 +31,7 @@ pub const LIMITS: AnswerLimits = AnswerLimits {
 };
 
 /// How long an answer may take before the target calls it a hang.
-const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
 /// Answers as the input says.
 pub struct Scripted {
@@ -80,6 +80,19 @@ impl Provider for Scripted {
             listing_changed: false,
             changed_paths: Vec::new(),
         })
+    }
+}
+
+/// A read of the one text `text` at `path`.
+pub fn text_read(path: &str, text: &str) -> ReadResult {
+    ReadResult {
+        contents: vec![resmux::contract::Content {
+            path: path.into(),
+            mime_type: None,
+            body: resmux::contract::Body::Text(text.into()),
+            meta: None,
+        }],
+        cache: None,
     }
 }
 

@@ -401,3 +401,26 @@ fn all_arrived(
     transport::mark_ready();
     catalog::live::spawn(plugins, runtime, rules, namespace.clone(), loading)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Serve;
+
+    /// `resmux dev` serves as the command line it stands for: a flag
+    /// renamed or a required one added fails here, not in an author's
+    /// terminal.
+    #[test]
+    fn a_project_is_served_fresh_over_the_given_transport() {
+        let address = "127.0.0.1:8123".parse().unwrap();
+        let over_http = Serve::for_project("/project".as_ref(), Some(address)).unwrap();
+        assert_eq!(over_http.folder.plugins, std::path::Path::new("/project"));
+        assert_eq!(over_http.http, Some(address));
+        assert_eq!(over_http.response_cache_mib, 0);
+        assert_eq!(over_http.tokens, None);
+        assert!(
+            !over_http.no_tools && over_http.metrics.is_none() && over_http.audit_log.is_none()
+        );
+        let over_stdio = Serve::for_project("/project".as_ref(), None).unwrap();
+        assert_eq!(over_stdio.http, None);
+    }
+}

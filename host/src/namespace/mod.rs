@@ -90,7 +90,7 @@ pub enum MountError {
 /// what that makes of the request (a resource not found, an invalid
 /// argument).
 #[derive(Debug, Clone, PartialEq, Error)]
-pub enum Unserved {
+enum Unserved {
     #[error("the plugin for scheme {scheme:?} did not load: {reason}")]
     NotLoaded { scheme: String, reason: Arc<str> },
     #[error("the plugin for scheme {scheme:?} is still loading after {} s", ARRIVAL_PATIENCE.as_secs())]

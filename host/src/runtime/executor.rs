@@ -63,42 +63,65 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-/// Puts the calling thread below every other priority: Linux's
-/// `SCHED_IDLE` (it runs only on a core nothing else wants), Windows'
-/// `THREAD_PRIORITY_IDLE`, macOS's background QoS class; on Linux, if that
-/// is refused, the lowest niceness.
+/// A priority below the host's threads.
+#[derive(Clone, Copy)]
+enum Priority {
+    /// The plugins' priority: niceness [`NICENESS`] on Linux (which sets
+    /// the priority of one thread by its id), `THREAD_PRIORITY_BELOW_NORMAL`
+    /// on Windows, the utility QoS class on macOS.
+    Plugins,
+    /// Below every other priority: Linux's `SCHED_IDLE` (it runs only on a
+    /// core nothing else wants; if that is refused, the lowest niceness),
+    /// Windows' `THREAD_PRIORITY_IDLE`, macOS's background QoS class.
+    Idle,
+}
+
+/// Puts the calling thread below every other priority ([`Priority::Idle`]).
 pub fn idle_this_thread() {
+    lower(Priority::Idle);
+}
+
+/// Lowers the calling thread's priority to the plugins' ([`Priority::Plugins`]).
+pub fn lower_to_plugins() {
+    lower(Priority::Plugins);
+}
+
+fn lower(priority: Priority) {
     #[cfg(target_os = "linux")]
     {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: `param` is a valid `sched_param`, read during the call;
-        // pid 0 is the calling thread.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0 {
-            return;
+        if let Priority::Idle = priority {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: `param` is a valid `sched_param`, read during the
+            // call; pid 0 is the calling thread.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0 {
+                return;
+            }
         }
-        lower_this_thread(LOWEST_NICENESS);
+        lower_this_thread(match priority {
+            Priority::Plugins => NICENESS,
+            Priority::Idle => LOWEST_NICENESS,
+        });
     }
     #[cfg(windows)]
-    set_windows_priority(windows_sys::Win32::System::Threading::THREAD_PRIORITY_IDLE);
+    {
+        use windows_sys::Win32::System::Threading::{
+            THREAD_PRIORITY_BELOW_NORMAL, THREAD_PRIORITY_IDLE,
+        };
+        set_windows_priority(match priority {
+            Priority::Plugins => THREAD_PRIORITY_BELOW_NORMAL,
+            Priority::Idle => THREAD_PRIORITY_IDLE,
+        });
+    }
     #[cfg(target_os = "macos")]
-    set_quality_of_service(libc::qos_class_t::QOS_CLASS_BACKGROUND);
+    set_quality_of_service(match priority {
+        Priority::Plugins => libc::qos_class_t::QOS_CLASS_UTILITY,
+        Priority::Idle => libc::qos_class_t::QOS_CLASS_BACKGROUND,
+    });
 }
 
 /// The lowest priority `setpriority` gives.
 #[cfg(target_os = "linux")]
 const LOWEST_NICENESS: i32 = 19;
-
-/// Lowers the calling thread's priority to the plugins': niceness
-/// [`NICENESS`] on Linux (which sets the priority of one thread by its id),
-/// `THREAD_PRIORITY_BELOW_NORMAL` on Windows, the utility QoS class on macOS.
-pub fn lower_to_plugins() {
-    #[cfg(target_os = "linux")]
-    lower_this_thread(NICENESS);
-    #[cfg(windows)]
-    set_windows_priority(windows_sys::Win32::System::Threading::THREAD_PRIORITY_BELOW_NORMAL);
-    #[cfg(target_os = "macos")]
-    set_quality_of_service(libc::qos_class_t::QOS_CLASS_UTILITY);
-}
 
 /// Lowers the calling thread's priority to `niceness`.
 #[cfg(target_os = "linux")]

@@ -132,27 +132,26 @@ impl Placement {
             .store(average - average / 8 + sample / 8, Ordering::Relaxed);
     }
 
-    /// Starts `call`, to run inline under `slot`: a task on the plugin's
-    /// runtime, so that its file operations run on the plugin's blocking
-    /// threads, with its waits counted. It keeps its slot until it ends,
-    /// or for at most `linger` once its caller gave up on it (its time is
-    /// up, or its client cancelled it), since a file operation may hold it:
-    /// its code stops at its next tick once the operation returns.
-    pub fn inline<F, S>(&self, call: F, slot: S, linger: Duration) -> Inline<F::Output>
+    /// Starts `call`, to run inline: a task on the plugin's runtime, so
+    /// that its file operations run on the plugin's blocking threads, with
+    /// its waits counted. It runs (and keeps what it holds, its call slot)
+    /// until it ends, or for at most `linger` once its caller gave up on it
+    /// (its time is up, or its client cancelled it), since a file
+    /// operation may hold it: its code stops at its next tick once the
+    /// operation returns.
+    pub fn inline<F>(&self, call: F, linger: Duration) -> Inline<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send,
-        S: Send + 'static,
     {
         let waits = Arc::new(AtomicU32::new(0));
         let counted = Counted {
             call: Box::pin(call),
             waits: waits.clone(),
         };
-        let task = self.handle().spawn(async move {
-            let _slot = slot;
-            tokio::time::timeout(linger, counted).await.ok()
-        });
+        let task = self
+            .handle()
+            .spawn(async move { tokio::time::timeout(linger, counted).await.ok() });
         Inline { task, waits }
     }
 

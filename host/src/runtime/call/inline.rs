@@ -37,12 +37,14 @@ where
     let ending = Ending(followed.clone());
     let make = work.make;
     let running = async move {
-        let _ending = ending;
+        // Dropped with the call, however it ends: when it answers, fails,
+        // or lingers too long.
+        let _held = (ending, slot);
         make().await
     }
     .instrument(tracing::Span::current());
     let linger = work.limit * (STUCK_CALL_LIMITS + 1);
-    let mut call = placement.inline(running, slot, linger);
+    let mut call = placement.inline(running, linger);
     let operation = work.operation;
     match tokio::time::timeout_at(work.deadline.into(), &mut call.task).await {
         Ok(Ok(Some(outcome))) => {

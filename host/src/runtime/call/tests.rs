@@ -157,7 +157,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
-fn every_lane_gives_a_slot_back_once_whether_the_call_answers_or_traps() {
+fn every_lane_hands_back_its_works_outcome_as_it_is_and_its_slot_once() {
     let plugin = Plugin::new("answers", ANSWERS_WITHIN_MS);
     runtime().block_on(async {
         for which in EVERY_LANE {
@@ -202,23 +202,41 @@ fn every_lane_ends_a_call_at_its_time_limit_and_gives_its_slot_back() {
     });
 }
 
+/// Starts a call of work that never ends in lane `which`, and gives up on
+/// it once its work runs.
+async fn give_up_on_a_running_call(plugin: &Plugin, which: Which) {
+    let (running, began) = oneshot::channel();
+    let call = plugin.run(which, move || async move {
+        let _ = running.send(());
+        std::future::pending::<()>().await
+    });
+    tokio::select! {
+        ended = call => panic!("{which:?}: a call that never ends ended: {ended:?}"),
+        _ = began => {}
+    }
+}
+
 #[test]
 fn every_lane_gives_a_slot_back_when_the_caller_gives_up_on_its_call() {
     let plugin = Plugin::new("cancelled", CUT_AFTER_MS);
     runtime().block_on(async {
         for which in EVERY_LANE {
-            let (running, began) = oneshot::channel();
-            let call = plugin.run(which, move || async move {
-                let _ = running.send(());
-                std::future::pending::<()>().await
-            });
-            tokio::select! {
-                ended = call => panic!("{which:?}: a call that never ends ended: {ended:?}"),
-                _ = began => {}
-            }
+            give_up_on_a_running_call(&plugin, which).await;
             // The caller is gone; the lane ends the work within its limits.
             plugin.every_slot_back(which).await;
         }
+    });
+}
+
+#[test]
+fn a_task_is_stopped_as_soon_as_its_caller_gives_up_on_it() {
+    // Its time limit is far off: only the caller giving up can end it.
+    let plugin = Plugin::new("stopped", ANSWERS_WITHIN_MS);
+    runtime().block_on(async {
+        give_up_on_a_running_call(&plugin, Which::Task).await;
+        let back = Duration::from_millis(ANSWERS_WITHIN_MS / 2);
+        let all = tokio::time::timeout(back, plugin.slots.acquire_many(SLOTS)).await;
+        assert!(all.is_ok(), "the task kept its slot after its caller left");
     });
 }
 

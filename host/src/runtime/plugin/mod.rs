@@ -75,6 +75,9 @@ pub struct WasmPlugin {
 #[derive(Clone)]
 struct Lasting {
     name: Arc<str>,
+    /// Unique among the plugins this process loaded: tells a replaced
+    /// plugin, still finishing its calls, from the one now serving its
+    /// scheme.
     id: u64,
     grants: Grants,
     config: Vec<(String, String)>,
@@ -82,21 +85,23 @@ struct Lasting {
     handles: HandleBudget,
     health: Arc<Health>,
     meter: Arc<Meter>,
+    /// Its calls stuck past their time limit.
     stuck: Arc<Stuck>,
     /// Its file threads, if its calls are placed.
     placement: Option<Arc<Placement>>,
+    /// Whether a call may block its thread in a file operation (the plugin
+    /// has file grants): its calls then run on a thread of their own, or
+    /// inline with their file operations on the plugin's file threads.
     may_block: bool,
+    /// Directories each instance is given open, outside its resource table.
     preopened: u32,
 }
 
 /// What every call of a plugin needs, shared with the threads that run calls
 /// of a plugin with file grants.
 struct Shared {
-    name: Arc<str>,
-    /// Unique among the plugins this process loaded: tells a replaced
-    /// plugin, still finishing its calls, from the one now serving its
-    /// scheme.
-    id: u64,
+    /// What stays with the plugin whichever code runs its calls.
+    lasting: Lasting,
     /// The compiled component, shared with every other mount of it for as
     /// long as one of them is loaded.
     _component: Arc<Component>,
@@ -112,25 +117,10 @@ struct Shared {
     /// Its `locate` export and the idle instances made to run it, if it
     /// exports one and has files to locate.
     locating: Option<Locating>,
-    /// Where its calls run and its idle instances made to run inline, if
-    /// it has granted directories, all on local filesystems, and no
-    /// granted file.
-    inline: Option<InlineLane>,
-    grants: Grants,
-    config: Vec<(String, String)>,
-    call_slots: Arc<Semaphore>,
-    handles: HandleBudget,
+    /// Its idle instances made to run inline, if its calls are placed
+    /// (`Lasting::placement`).
+    inline_idle: Option<Arc<Idle>>,
     idle: Arc<Idle>,
-    health: Arc<Health>,
-    meter: Arc<Meter>,
-    /// Its calls stuck past their time limit.
-    stuck: Arc<Stuck>,
-    /// Whether a call may block its thread in a file operation (the plugin
-    /// has file grants): its calls then run on a thread of their own, or
-    /// inline with their file operations on the plugin's file threads.
-    may_block: bool,
-    /// Directories each instance is given open, outside its resource table.
-    preopened: u32,
 }
 
 /// A locating plugin's `locate` export, and its idle instances.
@@ -140,13 +130,6 @@ struct Locating {
     /// Set when `init` failed on an instance without file grants, as
     /// `locate`'s are, at start: the plugin's reads go to `read` alone.
     unable: AtomicBool,
-}
-
-/// The placement of a plugin's calls, and its idle instances made to run
-/// them inline.
-struct InlineLane {
-    placement: Arc<Placement>,
-    idle: Arc<Idle>,
 }
 
 /// Which instances a call runs on.
@@ -254,6 +237,27 @@ impl Lasting {
         }
     }
 
+    /// Where this plugin's calls are admitted.
+    fn admission(&self) -> Admission<'_> {
+        Admission {
+            plugin: &self.name,
+            limits: &self.grants.limits,
+            slots: &self.call_slots,
+            health: &self.health,
+            stuck: &self.stuck,
+        }
+    }
+
+    /// Where this plugin's calls are accounted.
+    fn account(&self) -> Account<'_> {
+        Account {
+            plugin: &self.name,
+            id: self.id,
+            health: &self.health,
+            meter: &self.meter,
+        }
+    }
+
     /// A pool of idle instances for one lane of the plugin's code.
     fn new_idle(&self) -> Arc<Idle> {
         Idle::new(
@@ -310,7 +314,7 @@ impl WasmPlugin {
         linked: Linked,
         epoch: EpochClock,
     ) -> Result<(), ProviderError> {
-        let lasting = self.shared.load().lasting();
+        let lasting = self.shared.load().lasting.clone();
         let moved = Self {
             shared: ArcSwap::from_pointee(Shared::new(lasting, linked, epoch)),
             to_optimize: Mutex::new(None),
@@ -331,11 +335,11 @@ impl WasmPlugin {
 
     /// Unique among the plugins this process loaded.
     pub fn id(&self) -> u64 {
-        self.shared.load().id
+        self.shared.load().lasting.id
     }
 
     pub fn grants(&self) -> Grants {
-        self.shared.load().grants.clone()
+        self.shared.load().lasting.grants.clone()
     }
 
     /// Runs one call on one of `instances` that `on` asks for, on the
@@ -357,7 +361,7 @@ impl WasmPlugin {
         let shared = &self.shared.load_full();
         let call = shared.run(instances, operation, on, path, call);
         call::accounted(
-            &shared.account(),
+            &shared.lasting.account(),
             operation,
             path,
             instances == Instances::Serving,
@@ -377,10 +381,7 @@ impl Shared {
             indices,
             pool_share,
         } = linked;
-        let inline = lasting.placement.clone().map(|placement| InlineLane {
-            placement,
-            idle: lasting.new_idle(),
-        });
+        let inline_idle = lasting.placement.as_ref().map(|_| lasting.new_idle());
         // Only a plugin with files can locate one.
         let locating = locate::export_of(&component)
             .filter(|_| lasting.may_block)
@@ -390,79 +391,16 @@ impl Shared {
                 unable: AtomicBool::new(false),
             });
         let idle = lasting.new_idle();
-        let Lasting {
-            name,
-            id,
-            grants,
-            config,
-            call_slots,
-            handles,
-            health,
-            meter,
-            stuck,
-            placement: _,
-            may_block,
-            preopened,
-        } = lasting;
         Self {
-            name,
-            id,
+            lasting,
             _component: component,
             pool_share,
             epoch,
             pre,
             indices,
             locating,
-            inline,
-            grants,
-            config,
-            call_slots,
-            handles,
+            inline_idle,
             idle,
-            health,
-            meter,
-            stuck,
-            may_block,
-            preopened,
-        }
-    }
-
-    /// What the plugin keeps if it moves to other code.
-    fn lasting(&self) -> Lasting {
-        Lasting {
-            name: self.name.clone(),
-            id: self.id,
-            grants: self.grants.clone(),
-            config: self.config.clone(),
-            call_slots: self.call_slots.clone(),
-            handles: self.handles.clone(),
-            health: self.health.clone(),
-            meter: self.meter.clone(),
-            stuck: self.stuck.clone(),
-            placement: self.inline.as_ref().map(|inline| inline.placement.clone()),
-            may_block: self.may_block,
-            preopened: self.preopened,
-        }
-    }
-
-    /// Where this plugin's calls are admitted.
-    fn admission(&self) -> Admission<'_> {
-        Admission {
-            plugin: &self.name,
-            limits: &self.grants.limits,
-            slots: &self.call_slots,
-            health: &self.health,
-            stuck: &self.stuck,
-        }
-    }
-
-    /// Where this plugin's calls are accounted.
-    fn account(&self) -> Account<'_> {
-        Account {
-            plugin: &self.name,
-            id: self.id,
-            health: &self.health,
-            meter: &self.meter,
         }
     }
 
@@ -486,18 +424,18 @@ impl Shared {
         T: Send + 'static,
         F: CallFn<T>,
     {
-        let admission = self.admission();
+        let admission = self.lasting.admission();
         admission.check(path)?;
         let instances = self.place(instances, operation, on);
         let (slot, held) = admission
             .wait(|| self.hold(instances, on))
             .await
             .map_err(Failed::Busy)?;
-        let limit = self.grants.limits.timeout();
+        let limit = self.lasting.grants.limits.timeout();
         let deadline = Instant::now() + limit;
-        let placement = self.inline.as_ref().map(|inline| &*inline.placement);
+        let placement = self.lasting.placement.as_deref();
         let lane = match (instances, placement) {
-            (Instances::Serving, placement) if self.may_block => Lane::OwnThread(placement),
+            (Instances::Serving, placement) if self.lasting.may_block => Lane::OwnThread(placement),
             (Instances::Inline, Some(placement)) => Lane::Inline(placement),
             _ => Lane::Task,
         };
@@ -518,7 +456,7 @@ impl Shared {
             operation,
             deadline,
             limit,
-            stuck: &self.stuck,
+            stuck: &self.lasting.stuck,
             make,
         };
         match lane.run(slot, work).await {
@@ -532,9 +470,9 @@ impl Shared {
     /// that may be kept on the plugin's own instances runs inline when its
     /// placement says so.
     fn place(&self, instances: Instances, operation: &str, on: On) -> Instances {
-        match (instances, on, &self.inline) {
-            (Instances::Serving, On::Any, Some(inline))
-                if inline.placement.place(operation) == Place::Inline =>
+        match (instances, on, &self.lasting.placement) {
+            (Instances::Serving, On::Any, Some(placement))
+                if placement.place(operation) == Place::Inline =>
             {
                 Instances::Inline
             }
@@ -545,8 +483,9 @@ impl Shared {
     /// Renews the grants (a single granted file's link or copy) before a
     /// call that must be over by `deadline`, on the thread that runs it.
     fn renew(&self, deadline: Instant) -> Result<(), Failed> {
-        self.grants
-            .renew(&self.name, deadline)
+        self.lasting
+            .grants
+            .renew(&self.lasting.name, deadline)
             .map_err(|error| Failed::Answered(self.unprepared(error)))
     }
 
@@ -556,7 +495,7 @@ impl Shared {
             FaultKind::Host,
             format!(
                 "plugin {} failed in {operation}: its thread ended: {failure}",
-                self.name
+                self.lasting.name
             ),
         )
     }
@@ -573,23 +512,23 @@ impl Shared {
             On::Any => self.idle(instances).take(),
             On::Bare | On::Started => None,
         };
-        let max_handles = self.grants.limits.max_handles;
-        let whole = max_handles.saturating_add(self.preopened);
+        let max_handles = self.lasting.grants.limits.max_handles;
+        let whole = max_handles.saturating_add(self.lasting.preopened);
         let already = reused.as_ref().map_or(0, Instance::held_handles);
         let more = whole.saturating_sub(u32::try_from(already).unwrap_or(u32::MAX));
-        let handles = match self.handles.try_reserve(more) {
+        let handles = match self.lasting.handles.try_reserve(more) {
             Some(handles) => Some(handles),
             None => {
                 drop_every_idle_instance();
-                self.handles.reserve(more).await
+                self.lasting.handles.reserve(more).await
             }
         };
         let handles = handles.ok_or_else(|| {
             ProviderError::Unavailable(format!(
                 "plugin {}: its max_handles of {max_handles} (and {} preopened directories) exceeds the host's descriptor budget of {}",
-                self.name,
-                self.preopened,
-                self.handles.total()
+                self.lasting.name,
+                self.lasting.preopened,
+                self.lasting.handles.total()
             ))
         })?;
         Ok((reused, handles))
@@ -598,20 +537,20 @@ impl Shared {
     fn timed_out(&self, operation: &str) -> Failed {
         Failed::Faulted(
             FaultKind::Timeout,
-            fault::past_time_limit(&self.name, &self.grants.limits, operation),
+            fault::past_time_limit(&self.lasting.name, &self.lasting.grants.limits, operation),
         )
     }
 
     /// The error of a call whose grants could not be given to its instance.
     fn unprepared(&self, error: anyhow::Error) -> ProviderError {
-        ProviderError::Unavailable(format!("plugin {}: {error:#}", self.name))
+        ProviderError::Unavailable(format!("plugin {}: {error:#}", self.lasting.name))
     }
 
     /// The idle ones of `instances`.
     fn idle(&self, instances: Instances) -> &Arc<Idle> {
-        match (instances, &self.locating, &self.inline) {
+        match (instances, &self.locating, &self.inline_idle) {
             (Instances::Locating, Some(locating), _) => &locating.idle,
-            (Instances::Inline, _, Some(inline)) => &inline.idle,
+            (Instances::Inline, _, Some(inline_idle)) => inline_idle,
             _ => &self.idle,
         }
     }

@@ -45,8 +45,9 @@ impl Shared {
         deadline: Instant,
     ) -> Result<Store<Sandbox>, ProviderError> {
         let mut sandbox = self
+            .lasting
             .grants
-            .sandbox(&self.name, instances.blocking())
+            .sandbox(&self.lasting.name, instances.blocking())
             .map_err(|error| self.unprepared(error))?;
         sandbox.limiter().begin_call(deadline);
         let mut store = Store::new(self.pre.engine(), sandbox);
@@ -101,7 +102,7 @@ impl Shared {
         let mut outcome = self.call_on(&mut instance, operation, on, &call).await;
         if let Err(InstanceFailure::BeforeRunning(Failed::Faulted(_, fault))) = &outcome {
             tracing::debug!(
-                plugin = %self.name,
+                plugin = %self.lasting.name,
                 operation,
                 "{fault}: none of its code ran, so the call runs once more, on a fresh instance"
             );
@@ -112,7 +113,7 @@ impl Shared {
         }
         let outcome = outcome.map_err(InstanceFailure::into_failed);
         if answered(&outcome) {
-            self.idle(instances).keep(instance, &self.handles);
+            self.idle(instances).keep(instance, &self.lasting.handles);
         }
         outcome
     }
@@ -126,7 +127,10 @@ impl Shared {
         deadline: Instant,
         handles: OwnedSemaphorePermit,
     ) -> Result<Instance, Failed> {
-        let mut metered = self.meter.store(self.new_store(instances, deadline)?);
+        let mut metered = self
+            .lasting
+            .meter
+            .store(self.new_store(instances, deadline)?);
         let mut instantiated = self.exports(instances, &mut metered.store).await;
         if instantiated
             .as_ref()
@@ -135,7 +139,10 @@ impl Shared {
             // Idle instances may hold the slots: give them back and try once
             // more, in a store that holds no half-made instance.
             drop_every_idle_instance();
-            metered = self.meter.store(self.new_store(instances, deadline)?);
+            metered = self
+                .lasting
+                .meter
+                .store(self.new_store(instances, deadline)?);
             instantiated = self.exports(instances, &mut metered.store).await;
         }
         match instantiated {
@@ -143,7 +150,7 @@ impl Shared {
             Err(error) if error.is::<PoolConcurrencyLimitError>() => {
                 Err(Failed::Answered(ProviderError::Unavailable(format!(
                     "plugin {} cannot start an instance for {operation}: {error}",
-                    self.name
+                    self.lasting.name
                 ))))
             }
             Err(error) => Err(self.fault(operation, &metered.store, error)),
@@ -180,7 +187,7 @@ impl Shared {
             let (store, exports) = instance.parts();
             match exports
                 .provider()
-                .call_init(&mut *store, &self.config)
+                .call_init(&mut *store, &self.lasting.config)
                 .await
             {
                 Err(error) => return Err(self.failure("init", store, error)),
@@ -188,7 +195,7 @@ impl Shared {
                     return Err(InstanceFailure::Failed(Failed::Answered(
                         ProviderError::Unavailable(format!(
                             "plugin {} failed to start: {}",
-                            self.name,
+                            self.lasting.name,
                             ProviderError::from(error)
                         )),
                     )));
@@ -224,8 +231,13 @@ impl Shared {
 
     /// Describes a failed call, naming the limit it ran into if it ran into one.
     fn fault(&self, operation: &str, store: &Store<Sandbox>, error: wasmtime::Error) -> Failed {
-        let (kind, message) =
-            fault::describe(&self.name, &self.grants.limits, operation, store, &error);
+        let (kind, message) = fault::describe(
+            &self.lasting.name,
+            &self.lasting.grants.limits,
+            operation,
+            store,
+            &error,
+        );
         Failed::Faulted(kind, message)
     }
 }

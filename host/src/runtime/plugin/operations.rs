@@ -46,7 +46,7 @@ impl WasmPlugin {
         {
             locating.unable.store(true, Ordering::Relaxed);
             tracing::warn!(
-                plugin = %shared.name,
+                plugin = %shared.lasting.name,
                 "locate is not used: init failed on an instance without file grants, as locate's are ({error}); reads go through read"
             );
         }
@@ -90,7 +90,7 @@ impl WasmPlugin {
         if answer.is_some() {
             // Only a whole answer says the path is healthy: `locate` alone
             // must not wipe out the faults of the path's `read`.
-            shared.health.record_success(Some(path));
+            shared.lasting.health.record_success(Some(path));
         }
         Ok(answer)
     }
@@ -113,15 +113,16 @@ impl Shared {
         path: &str,
         located: locate::Located,
     ) -> Result<Option<ReadResult>, ProviderError> {
-        let timeout = self.grants.limits.timeout();
-        let (slot, ()) = self.admission().wait(|| async { Ok(()) }).await?;
+        let timeout = self.lasting.grants.limits.timeout();
+        let (slot, ()) = self.lasting.admission().wait(|| async { Ok(()) }).await?;
         // The first wait: from here on the read runs in a task of its own.
         tokio::task::yield_now().await;
-        let Some(opened) = locate::open(&self.name, &self.grants, path, &located)? else {
+        let Some(opened) = locate::open(&self.lasting.name, &self.lasting.grants, path, &located)?
+        else {
             return Ok(None);
         };
         if opened.size <= READ_IN_TASK_BYTES {
-            let answer = locate::read(&self.grants, path, &opened, located);
+            let answer = locate::read(&self.lasting.grants, path, &opened, located);
             drop(slot);
             return Ok(answer);
         }
@@ -129,17 +130,17 @@ impl Shared {
         let owned = path.to_owned();
         let read = tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            locate::read(&shared.grants, &owned, &opened, located)
+            locate::read(&shared.lasting.grants, &owned, &opened, located)
         });
         match tokio::time::timeout(timeout, read).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(failure)) => Err(ProviderError::Fault(format!(
                 "plugin {}: reading the file it located for {path:?} failed: {failure}",
-                self.name
+                self.lasting.name
             ))),
             Err(_) => Err(ProviderError::Unavailable(format!(
                 "plugin {}: reading the file it located for {path:?} took longer than its time limit of {} ms",
-                self.name, self.grants.limits.timeout_ms
+                self.lasting.name, self.lasting.grants.limits.timeout_ms
             ))),
         }
     }
@@ -210,7 +211,11 @@ impl Provider for WasmPlugin {
             .contents
             .iter()
             .map(|content| content.body.byte_count());
-        self.shared.load().meter.read(bytes.sum::<usize>() as u64);
+        self.shared
+            .load()
+            .lasting
+            .meter
+            .read(bytes.sum::<usize>() as u64);
         Ok(read)
     }
 
