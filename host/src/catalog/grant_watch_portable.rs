@@ -276,6 +276,21 @@ impl State {
                         grant.label.display()
                     );
                     plugin.whole = false;
+                    // The path's other holders lost the watch it replaced,
+                    // unless it can be made again as it was.
+                    let restored = held.is_empty()
+                        || self
+                            .watcher
+                            .watch(&watched.path, RecursiveMode::NonRecursive)
+                            .is_ok();
+                    if !restored {
+                        self.holders.remove(&watched.path);
+                        for holder in &held {
+                            if let Some(other) = self.plugins.get_mut(holder) {
+                                other.whole = false;
+                            }
+                        }
+                    }
                     continue;
                 }
             }

@@ -165,21 +165,15 @@ fn stderr_for_child() -> std::io::Result<Stdio> {
     Ok(Stdio::from(owned))
 }
 
-/// The command that runs `script` in its own folder.
+/// The command that runs `script` ([`BUILD_SCRIPT`]) in its own folder:
+/// through PowerShell on Windows, itself elsewhere.
 fn script_command(script: &Path) -> tokio::process::Command {
-    let name = script.file_name().unwrap_or(script.as_os_str());
-    if script
-        .extension()
-        .is_some_and(|extension| extension == "ps1")
-    {
+    if cfg!(windows) {
+        let name = script.file_name().unwrap_or(script.as_os_str());
         let mut command = tokio::process::Command::new("powershell");
         command
             .args(["-NoProfile", "-ExecutionPolicy", "Bypass", "-File"])
             .arg(name);
-        command
-    } else if cfg!(windows) {
-        let mut command = tokio::process::Command::new("bash");
-        command.arg(name);
         command
     } else {
         tokio::process::Command::new(script)
