@@ -12,9 +12,11 @@
 //!    stateless (the reference has no stateless era). Every case runs once
 //!    per round, in turn, three rounds (the machine's speed swings); reports
 //!    each case's median round (reads/s, p50, p99, server CPU µs per read),
-//!    and ratios per round with their median: reads/s against the others,
-//!    and resmux's HTTP CPU per read against echo's HTTP and its own stdio,
-//!    in both eras and at both loads (goal ≤ 2).
+//!    and ratios per round with their median: reads/s against the others
+//!    (goal: resmux's stdio ≥ 0.8 of echo's with 32 in flight), resmux's
+//!    HTTP CPU per read against echo's HTTP (goal ≤ 1.5) and its own stdio,
+//!    in both eras and at both loads, and its stateless read against its
+//!    session read (goal ≤ 1).
 //! 2. **Languages** (`languages`): every example plugin served alone, with
 //!    its manifest and sample data, read over stdio with 32 in flight beside
 //!    the TypeScript reference and a native Python MCP SDK server, and
@@ -78,6 +80,11 @@
 //! the manifests written for it leave out `listing_follows_files`.
 //! `RESMUX_BENCH_READ_ROUNDS` sets the rounds of reads, languages and the
 //! reads on each tier;
+//! `RESMUX_BENCH_READ_SECS` measures every read case (of reads, languages
+//! and tiers) for that many seconds (default 3);
+//! `RESMUX_BENCH_READ_SERVERS=echo,reference,resmux,baseline`
+//! and `RESMUX_BENCH_READ_WAYS=stdio,session,stateless` keep only those
+//! servers and ways in the reads section (to profile one case with `perf`);
 //! `RESMUX_BENCH_LIST_MAX` caps N of the listing walk;
 //! `RESMUX_BENCH_ONLY=reads,languages,listing,memory,restart,idle,cold,tiers,replicas`
 //! runs only those sections.
@@ -758,7 +765,7 @@ impl Pipe {
 /// Reads with `in_flight` requests in flight on one pipe.
 async fn drive_pipe(pipe: &mut Pipe, dialect: Dialect, in_flight: usize) -> Outcome {
     let measure_from = Instant::now() + WARM_UP;
-    let stop = measure_from + RUN_FOR;
+    let stop = measure_from + read_time();
     let mut sent: HashMap<u64, Instant> = HashMap::new();
     let mut latencies = Vec::new();
     let mut last = measure_from;
@@ -995,7 +1002,7 @@ async fn bench_http(
     connections: usize,
 ) -> Outcome {
     wait_http(&server, address, dialect).await;
-    let outcome = drive_http(&[&server], address, dialect, connections, RUN_FOR).await;
+    let outcome = drive_http(&[&server], address, dialect, connections, read_time()).await;
     server.stop().await;
     outcome
 }
@@ -1062,6 +1069,15 @@ enum Way {
 impl Way {
     const ALL: [Way; 3] = [Way::Stdio, Way::HttpSession, Way::HttpStateless];
     const HTTP: [Way; 2] = [Way::HttpSession, Way::HttpStateless];
+
+    /// Its name in `RESMUX_BENCH_READ_WAYS`.
+    fn key(self) -> &'static str {
+        match self {
+            Way::Stdio => "stdio",
+            Way::HttpSession => "session",
+            Way::HttpStateless => "stateless",
+        }
+    }
 
     fn name(self) -> &'static str {
         match self {
@@ -1268,6 +1284,24 @@ fn folder_of(resmux: &Resmux, files: &[(&str, &str)]) -> TempDir {
     folder
 }
 
+/// How long each read case is measured: `RESMUX_BENCH_READ_SECS`, [`RUN_FOR`]
+/// unless set.
+fn read_time() -> Duration {
+    std::env::var("RESMUX_BENCH_READ_SECS")
+        .ok()
+        .map(|secs| match secs.parse() {
+            Ok(secs) if secs > 0 => Duration::from_secs(secs),
+            _ => panic!("RESMUX_BENCH_READ_SECS={secs:?} is no count of seconds"),
+        })
+        .unwrap_or(RUN_FOR)
+}
+
+/// Whether `name` is among the comma-separated names of `variable`, or
+/// `variable` is unset.
+fn chosen(variable: &str, name: &str) -> bool {
+    std::env::var(variable).map_or(true, |names| names.split(',').any(|given| given == name))
+}
+
 /// How many times every read case runs, one after the other in turn:
 /// `RESMUX_BENCH_READ_ROUNDS`, 3 unless set.
 fn read_rounds() -> usize {
@@ -1397,13 +1431,22 @@ fn left_out(reasons: &[String]) {
 }
 
 async fn reads(setup: &Setup) {
-    let mut subjects = vec![Subject::echo()];
+    let server = |name| chosen("RESMUX_BENCH_READ_SERVERS", name);
+    let mut subjects = Vec::new();
+    if server("echo") {
+        subjects.push(Subject::echo());
+    }
     let mut missing = Vec::new();
-    match Subject::reference(setup) {
-        Ok(reference) => subjects.push(reference),
-        Err(why) => missing.push(why),
+    if server("reference") {
+        match Subject::reference(setup) {
+            Ok(reference) => subjects.push(reference),
+            Err(why) => missing.push(why),
+        }
     }
     for resmux in &setup.resmuxes {
+        if !server(if resmux.current { "resmux" } else { "baseline" }) {
+            continue;
+        }
         let folder = conformance_folder(resmux);
         subjects.push(Subject::resmux(
             resmux.label.into(),
@@ -1412,11 +1455,15 @@ async fn reads(setup: &Setup) {
             RESMUX_URI,
         ));
     }
-    let rounds = run_rounds("reads", &subjects, &Way::ALL, &LOADS).await;
+    let ways: Vec<Way> = Way::ALL
+        .into_iter()
+        .filter(|way| chosen("RESMUX_BENCH_READ_WAYS", way.key()))
+        .collect();
+    let rounds = run_rounds("reads", &subjects, &ways, &LOADS).await;
     let count = rounds.len();
     println!(
         "## Reads: {} s per case after {} ms warm-up, {count} rounds\n",
-        RUN_FOR.as_secs(),
+        read_time().as_secs(),
         WARM_UP.as_millis()
     );
     println!(
@@ -1438,9 +1485,18 @@ async fn reads(setup: &Setup) {
     ratio_row("resmux stdio ÷ TypeScript stdio", "—", &rounds, |round| {
         round.ratio(per_second, stdio_case(resmux), stdio_case(REFERENCE))
     });
-    ratio_row("resmux stdio ÷ echo stdio", "—", &rounds, |round| {
-        round.ratio(per_second, stdio_case(resmux), stdio_case(ECHO))
-    });
+    for in_flight in LOADS {
+        let name = format!("resmux stdio ÷ echo stdio, {}", load_name(in_flight));
+        let goal = if in_flight == IN_FLIGHT {
+            "≥ 0.8"
+        } else {
+            "—"
+        };
+        ratio_row(&name, goal, &rounds, |round| {
+            let stdio = |server| (server, Way::Stdio, in_flight);
+            round.ratio(per_second, stdio(resmux), stdio(ECHO))
+        });
+    }
     ratio_row(
         "resmux HTTP session ÷ TypeScript HTTP session",
         "—",
@@ -1472,11 +1528,11 @@ async fn reads(setup: &Setup) {
             let load = load_name(in_flight);
             let case = |server, way| (server, way, in_flight);
             let name = format!("resmux ÷ echo, {}, {load}", era.name());
-            ratio_row(&name, "≤ 2", &rounds, |round| {
+            ratio_row(&name, "≤ 1.5", &rounds, |round| {
                 round.ratio(Outcome::cpu_micros, case(resmux, era), case(ECHO, era))
             });
             let name = format!("resmux {} ÷ resmux stdio, {load}", era.name());
-            ratio_row(&name, "≤ 2", &rounds, |round| {
+            ratio_row(&name, "—", &rounds, |round| {
                 round.ratio(
                     Outcome::cpu_micros,
                     case(resmux, era),
@@ -1484,6 +1540,18 @@ async fn reads(setup: &Setup) {
                 )
             });
         }
+        let name = format!(
+            "resmux stateless ÷ resmux session, {}",
+            load_name(in_flight)
+        );
+        ratio_row(&name, "≤ 1", &rounds, |round| {
+            let http = |way| (resmux, way, in_flight);
+            round.ratio(
+                Outcome::cpu_micros,
+                http(Way::HttpStateless),
+                http(Way::HttpSession),
+            )
+        });
     }
     println!();
 }
@@ -2612,7 +2680,7 @@ async fn tier_reads(resmux: &Resmux) {
          Three servers of `dataset` and `conformance`, up at once, read in turn: Winch's code \
          alone (checked still `baseline` after the last round), both tiers once every plugin \
          reports `optimized`, and Cranelift alone. A row shows the case's median round.\n",
-        RUN_FOR.as_secs(),
+        read_time().as_secs(),
         WARM_UP.as_millis()
     );
     for in_flight in LOADS {
@@ -2757,7 +2825,7 @@ async fn reads_during_compile(resmux: &Resmux) {
          again once every plugin reports `optimized`. A row shows the case's median \
          round. Cranelift still compiling as the background window closed, each round: {}.\n",
         WARM_UP.as_millis(),
-        RUN_FOR.as_secs(),
+        read_time().as_secs(),
         compiling_at_end.join(", ")
     );
     outcome_table(&rounds, IN_FLIGHT);

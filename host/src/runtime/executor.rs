@@ -2,7 +2,10 @@
 //! protocol: one runtime of its own for every call of a plugin without
 //! granted files (and `locate`'s), and for the calls placed on threads of
 //! their own by plugins whose grants are not placed (`super::placement`
-//! runs the rest on each plugin's own threads, lowered alike).
+//! runs the rest on each plugin's own threads, lowered alike). The reads
+//! the stdio transport gathers are answered here too, each batch in one
+//! task (`transport::stdio::Batch`), their calls on the same thread
+//! ([`on_plugin_thread`]).
 //!
 //! Nothing a plugin does can be interrupted mid-instruction: one
 //! `memory.fill` over fresh pages, or one host call, may take a core for
@@ -13,6 +16,7 @@
 //! A call's store is dropped here too (its memory handed back to the
 //! kernel, which may take as long).
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 use anyhow::{Context, Result};
@@ -25,12 +29,21 @@ const NICENESS: i32 = 10;
 
 static PLUGINS: OnceLock<Runtime> = OnceLock::new();
 
+thread_local! {
+    /// Set on the plugins' runtime's threads, workers and blocking ones.
+    static ON_PLUGIN_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Starts the plugins' runtime, once: a worker a core.
 pub fn start() -> Result<()> {
     if PLUGINS.get().is_some() {
         return Ok(());
     }
-    let runtime = lowered(Builder::new_multi_thread())
+    let runtime = Builder::new_multi_thread()
+        .on_thread_start(|| {
+            lower_to_plugins();
+            ON_PLUGIN_THREAD.set(true);
+        })
         .worker_threads(cores())
         .thread_name("plugins")
         .enable_all()
@@ -49,6 +62,30 @@ pub fn handle() -> Handle {
     PLUGINS
         .get()
         .map_or_else(Handle::current, |runtime| runtime.handle().clone())
+}
+
+/// Whether the calling thread is one of the plugins' runtime's: plugin
+/// code may run on it as it is.
+pub fn on_plugin_thread() -> bool {
+    ON_PLUGIN_THREAD.get()
+}
+
+/// Counts the calling thread as one of the plugins' runtime's until the
+/// guard is dropped: the lanes' tests call from one.
+#[cfg(test)]
+pub fn as_plugin_thread() -> PluginThread {
+    ON_PLUGIN_THREAD.set(true);
+    PluginThread
+}
+
+#[cfg(test)]
+pub struct PluginThread;
+
+#[cfg(test)]
+impl Drop for PluginThread {
+    fn drop(&mut self) {
+        ON_PLUGIN_THREAD.set(false);
+    }
 }
 
 /// `builder`, whose threads run at the plugins' lower priority.

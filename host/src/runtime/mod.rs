@@ -37,6 +37,7 @@ use wasmtime::{
 
 pub use bindings::PluginInfo;
 pub use cache::{CompileCache, Origin};
+pub use executor::handle as plugin_threads;
 pub use handles::HandleBudget;
 pub use plugin::WasmPlugin;
 

@@ -10,7 +10,7 @@
 //! on the transport hands each read to the session's handler through rmcp's
 //! own `Service::handle_request`, which keeps every per-request rule
 //! (protocol versions, required `_meta`, dispatch), as one future that ends
-//! in the answer; the transport runs it (see `Stdio::answer_read`). Every
+//! in the answer; the transport runs it (see `stdio::Batch`). Every
 //! other message, and every read before the session is open, goes through
 //! rmcp's loop as before.
 //!
@@ -177,6 +177,11 @@ impl DirectReads {
         self.ended.notify_waiters();
     }
 
+    /// Whether fewer than `most` of the session's requests run now.
+    pub fn fewer_than(&self, most: usize) -> bool {
+        self.running.load(Ordering::Acquire) < most
+    }
+
     /// Waits until fewer than `most` of the session's requests run.
     pub async fn until_fewer_than(&self, most: usize) {
         loop {
@@ -184,7 +189,7 @@ impl DirectReads {
             let mut ended = std::pin::pin!(ended);
             // Registered before the count is read, so no end goes unheard.
             ended.as_mut().enable();
-            if self.running.load(Ordering::Acquire) < most {
+            if self.fewer_than(most) {
                 return;
             }
             ended.await;

@@ -132,12 +132,19 @@ impl Endpoint {
     /// The routes that serve `server` at `/mcp`.
     pub(crate) fn routes(&self, server: Observed, reads: ReadsBeside) -> axum::Router {
         let handler = server.clone();
-        let service = StreamableHttpService::new(
+        let service = Arc::new(StreamableHttpService::new(
             move || Ok(handler.for_session()),
             self.sessions.clone(),
             self.config.clone(),
-        );
-        let router = axum::Router::new().nest_service("/mcp", service);
+        ));
+        // Shared, not cloned: every layer above clones the route it wraps
+        // for each request, and rmcp's service is a clone of its whole
+        // configuration.
+        let rmcp = axum::routing::any(move |request: Request| {
+            let service = service.clone();
+            async move { service.handle(request).await }
+        });
+        let router = axum::Router::new().nest_service("/mcp", rmcp);
         match reads {
             ReadsBeside::Answered => {
                 let beside = HttpReads::new(server, self.sessions.clone(), self.hosts.clone());

@@ -13,8 +13,11 @@
 //!   queued in one write ([`Outbox`]).
 //!
 //! Reads, once the session is open, do not go to rmcp's loop at all: the
-//! transport hands them to [`DirectReads`], runs each right here until it
-//! first waits ([`Stdio::answer_read`]), and writes their answers itself.
+//! transport hands them to [`DirectReads`], gathers the reads of what stdin
+//! gives in one go, and hands them to a plugin thread together ([`Batch`]),
+//! which runs each until it first waits and writes their answers itself.
+//! The loop that reads stdin never runs plugin code, and one read costs no
+//! thread a wake of its own.
 //!
 //! A client that sends faster than it reads its answers is held back: stdin
 //! is not read while [`MAX_REQUESTS_RUNNING`] of its requests run (reads,
@@ -53,17 +56,14 @@ use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, Fram
 use tokio_util::task::TaskTracker;
 
 use super::direct::{DirectReads, Routed};
+use crate::runtime;
 
 /// The longest line read, as rmcp's own transport allows. A longer line is
 /// dropped and logged, and the session goes on.
 pub(crate) const MAX_LINE_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
 
-/// How many answers may wait for stdin to run dry before they are written
-/// anyway: a client that never stops sending still gets its answers.
-const WRITE_AFTER_ANSWERS: usize = 64;
-
-/// How long the loop that reads stdin may spend running reads between two
-/// times stdin runs dry; reads after that go straight to tasks of their own.
+/// How long a [`Batch`] may spend running its reads in turn; reads after
+/// that go straight to tasks of their own.
 const INLINE_BUDGET: Duration = Duration::from_millis(1);
 
 /// Requests of the session that may run at once; stdin waits while this
@@ -87,8 +87,8 @@ pub struct Stdio<R, W> {
     /// The reads `reads` is answering in tasks, and the tasks writing
     /// queued answers: waited for before stdout closes.
     answering: TaskTracker,
-    /// What is left of [`INLINE_BUDGET`] until stdin next runs dry.
-    inline_left: Duration,
+    /// The reads decoded since stdin last ran dry, not yet handed over.
+    batch: Vec<Answer>,
     /// Once requested, stdin counts as ended.
     stop: Arc<StopReading>,
 }
@@ -131,7 +131,7 @@ where
             reads,
             stop,
             answering: TaskTracker::new(),
-            inline_left: INLINE_BUDGET,
+            batch: Vec::new(),
             lines: FramedRead::new(input, Lines::default()),
             outbox: Arc::new(Outbox {
                 queued: Mutex::new(Vec::new()),
@@ -143,49 +143,28 @@ where
         }
     }
 
-    /// Runs a read here, in the loop that reads stdin, until it first
-    /// waits. Most reads are answered by then: their answers are queued,
-    /// with no task spawned and no other thread woken (CPU per stdio read
-    /// 4.9 µs against 7.7 µs with a task per read, side by side in
-    /// `scripts/bench`). A read that waits (for an instance, for a thread of
-    /// its own, for a file operation on one, or for the next epoch tick, at
-    /// most `EPOCH_TICK` into the plugin's code) goes on in a task of its
-    /// own, which polls it from then
-    /// on. Once [`INLINE_BUDGET`] is spent, reads go straight to tasks until
-    /// stdin runs dry, so that reads of slow plugins hold up the messages
-    /// behind them by at most the budget and the one read that overran it.
-    fn answer_read(&mut self, mut answer: BoxFuture<'static, Option<ServerJsonRpcMessage>>) {
-        if self.inline_left.is_zero() {
-            return self.send_when_ready(answer);
+    /// Hands the reads decoded so far to a plugin thread, as one
+    /// [`Batch`]. Called whenever stdin has nothing more to give for now,
+    /// and before the loop waits or hands a message to rmcp's loop.
+    fn hand_over_reads(&mut self) {
+        if self.batch.is_empty() {
+            return;
         }
-        // The task that takes a waiting read over polls it again, which
-        // registers the task's own waker wherever the read waits.
-        let mut nowhere = Context::from_waker(Waker::noop());
-        let started = Instant::now();
-        let first_poll =
-            panic::catch_unwind(AssertUnwindSafe(|| answer.as_mut().poll(&mut nowhere)));
-        self.inline_left = self.inline_left.saturating_sub(started.elapsed());
-        match first_poll {
-            // `None`: cancelled before it was answered.
-            Ok(Poll::Ready(answered)) => {
-                if let Some(line) = answered.as_ref().and_then(answer_line)
-                    && self.outbox.queue(line) >= WRITE_AFTER_ANSWERS
-                {
-                    self.write_queued_soon();
-                }
-            }
-            Ok(Poll::Pending) => self.send_when_ready(answer),
-            // As when a task panics: the read goes unanswered, the session
-            // goes on.
-            Err(_) => tracing::error!("a read panicked, and is not answered"),
-        }
+        let batch = Batch {
+            reads: std::mem::take(&mut self.batch),
+            outbox: self.outbox.clone(),
+            answering: self.answering.clone(),
+        };
+        self.answering
+            .spawn_on(batch.answer(), &runtime::plugin_threads());
     }
 
     /// Makes sure a task is on its way to write what is queued, if anything
-    /// is. Called whenever stdin has nothing more to give for now (so that
-    /// the answers to every read that came in one go leave in one write), at
-    /// its end, before a message goes to rmcp's loop, and once
-    /// [`WRITE_AFTER_ANSWERS`] answers wait.
+    /// is. Called whenever stdin has nothing more to give for now, at its
+    /// end, and before a message goes to rmcp's loop. (A [`Batch`] writes its
+    /// own answers; a client that never stops sending still gets them, as a
+    /// batch is handed over at the latest once
+    /// [`MAX_REQUESTS_RUNNING`] requests run.)
     fn write_queued_soon(&self) {
         if !self.outbox.has_queued() || self.outbox.writer_on_its_way.swap(true, Ordering::AcqRel) {
             return;
@@ -205,24 +184,12 @@ where
             let mut written = std::pin::pin!(written);
             // Registered before the count is read, so no write goes unheard.
             written.as_mut().enable();
-            if self.outbox.waiting_bytes.load(Ordering::Acquire) < MAX_WAITING_BYTES {
+            if self.outbox.fewer_bytes_than(MAX_WAITING_BYTES) {
                 return;
             }
             self.write_queued_soon();
             written.await;
         }
-    }
-
-    /// Writes `answer` once it is ready, unless it comes to nothing (a
-    /// cancelled read); [`Self::close`] waits for it.
-    fn send_when_ready(&self, answer: BoxFuture<'static, Option<ServerJsonRpcMessage>>) {
-        let outbox = self.outbox.clone();
-        self.answering.spawn(async move {
-            if let Some(line) = answer.await.as_ref().and_then(answer_line) {
-                // A failed write is logged, and closes stdout.
-                let _ = outbox.send(line).await;
-            }
-        });
     }
 }
 
@@ -255,6 +222,12 @@ where
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
+            // Reads held here count as running: hand them over before waiting.
+            if !self.reads.fewer_than(MAX_REQUESTS_RUNNING)
+                || !self.outbox.fewer_bytes_than(MAX_WAITING_BYTES)
+            {
+                self.hand_over_reads();
+            }
             self.reads.until_fewer_than(MAX_REQUESTS_RUNNING).await;
             self.until_answers_leave().await;
             let next_line = std::future::poll_fn(|context| {
@@ -267,8 +240,8 @@ where
                 }
                 // Nothing more for now, the end of stdin (or a stop), or an error.
                 if !matches!(next_line, Poll::Ready(Some(Ok(_)))) {
+                    self.hand_over_reads();
                     self.write_queued_soon();
-                    self.inline_left = INLINE_BUDGET;
                 }
                 next_line
             });
@@ -288,14 +261,16 @@ where
             match decode(&line) {
                 Incoming::Message(message) => match self.reads.route(message) {
                     Routed::Passed(message) => {
+                        self.hand_over_reads();
                         self.write_queued_soon();
                         self.reads.pass(&message);
                         return Some(message);
                     }
-                    Routed::Read(answer) => self.answer_read(answer),
+                    Routed::Read(answer) => self.batch.push(answer),
                 },
                 Incoming::Ignored => {}
                 Incoming::WrongShape => {
+                    self.hand_over_reads();
                     let answer = ServerJsonRpcMessage::error(
                         ErrorData::invalid_request("Invalid request", None),
                         None,
@@ -330,6 +305,73 @@ where
         };
         write_all_vectored(&mut output, &self.outbox.take_queued()).await?;
         output.flush().await
+    }
+}
+
+/// A read's answer, `None` if it was cancelled.
+type Answer = BoxFuture<'static, Option<ServerJsonRpcMessage>>;
+
+/// The reads of what stdin gave in one go, answered together on a plugin
+/// thread: one task, and one thread woken, for all of them. Each read runs
+/// there until it first waits (most are answered by then: their plugin
+/// calls run on this same thread, with no task of their own); a read that
+/// waits (for an instance, a thread of its own, a file operation, or the
+/// next epoch tick, at most `EPOCH_TICK` into the plugin's code) goes on in
+/// a task of its own. Once [`INLINE_BUDGET`] is spent, the rest go straight
+/// to tasks, which the plugins' other threads may take, so that reads of
+/// slow plugins hold up those behind them by at most the budget and the one
+/// read that overran it. The answers ready at the end leave in one write.
+struct Batch<W> {
+    reads: Vec<Answer>,
+    outbox: Arc<Outbox<W>>,
+    /// The tasks of the session's reads, waited for before stdout closes.
+    answering: TaskTracker,
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> Batch<W> {
+    async fn answer(self) {
+        let mut budget = INLINE_BUDGET;
+        for mut answer in self.reads {
+            if budget.is_zero() {
+                self.answering
+                    .spawn(send_when_ready(answer, self.outbox.clone()));
+                continue;
+            }
+            // The task that takes a waiting read over polls it again, which
+            // registers the task's own waker wherever the read waits.
+            let mut nowhere = Context::from_waker(Waker::noop());
+            let started = Instant::now();
+            let first_poll =
+                panic::catch_unwind(AssertUnwindSafe(|| answer.as_mut().poll(&mut nowhere)));
+            budget = budget.saturating_sub(started.elapsed());
+            match first_poll {
+                Ok(Poll::Ready(answered)) => {
+                    if let Some(line) = answered.as_ref().and_then(answer_line) {
+                        self.outbox.queue(line);
+                    }
+                }
+                Ok(Poll::Pending) => {
+                    self.answering
+                        .spawn(send_when_ready(answer, self.outbox.clone()));
+                }
+                // As when a task panics: the read goes unanswered, the
+                // session goes on.
+                Err(_) => tracing::error!("a read panicked, and is not answered"),
+            }
+        }
+        if self.outbox.has_queued() && !self.outbox.writer_on_its_way.swap(true, Ordering::AcqRel) {
+            // A failed write is logged, and closes stdout.
+            let _ = self.outbox.write_queued().await;
+        }
+    }
+}
+
+/// Writes `answer` once it is ready, unless it comes to nothing (a
+/// cancelled read).
+async fn send_when_ready<W: AsyncWrite + Unpin>(answer: Answer, outbox: Arc<Outbox<W>>) {
+    if let Some(line) = answer.await.as_ref().and_then(answer_line) {
+        // A failed write is logged, and closes stdout.
+        let _ = outbox.send(line).await;
     }
 }
 
@@ -371,6 +413,11 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
         let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
         queued.push(line);
         queued.len()
+    }
+
+    /// Whether fewer than `most` bytes of answers wait for stdout.
+    fn fewer_bytes_than(&self, most: usize) -> bool {
+        self.waiting_bytes.load(Ordering::Acquire) < most
     }
 
     fn has_queued(&self) -> bool {

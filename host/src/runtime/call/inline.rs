@@ -51,7 +51,7 @@ where
             placement.settle(operation, call.waits());
             Ok(outcome)
         }
-        Ok(Err(failure)) => Err(Cut::Ended(failure)),
+        Ok(Err(failure)) => Err(Cut::Ended(failure.to_string())),
         Ok(Ok(None)) | Err(_) => {
             placement.settle(operation, call.waits().max(1));
             followed.given_up(operation);

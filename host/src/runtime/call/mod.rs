@@ -6,9 +6,9 @@
 //!   call holds, within its time limit, or refused as busy;
 //! - **the lane** that runs the admitted call ([`Lane`]): a thread of its
 //!   own ([`own_thread`]), inline on the plugin's file threads
-//!   ([`inline`]), or a task on the plugins' runtime ([`task`]), each
-//!   ending it at its time limit and keeping its slot for as long as its
-//!   work may still run;
+//!   ([`inline`]), or on a plugins' thread ([`task`]), each ending it at
+//!   its time limit and keeping its slot for as long as its work may still
+//!   run;
 //! - **accounting** ([`accounted`]): the `plugin.call` span, the metrics,
 //!   the health record (and the quarantine it decides) and the console.
 //!
@@ -79,8 +79,20 @@ pub(super) enum Cut {
     /// its own while it keeps its slot.
     TimedOut,
     /// The thread or task that ran the work ended without an outcome: it
-    /// panicked.
-    Ended(tokio::task::JoinError),
+    /// panicked, as this says.
+    Ended(String),
+}
+
+/// What a caught panic says, as tokio says it of a task's.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let message = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str));
+    match message {
+        Some(message) => format!("panicked with message {message:?}"),
+        None => "panicked".into(),
+    }
 }
 
 /// Where an admitted call's work runs. A lane never runs plugin code on a
@@ -93,9 +105,10 @@ pub(super) enum Lane<'a> {
     /// A task on the plugin's own runtime, whose file operations go to the
     /// plugin's blocking threads ([`super::placement`]).
     Inline(&'a Placement),
-    /// A task on the plugins' runtime, for work that never blocks its
-    /// thread; stopped (its store dropped there) when its time is up or its
-    /// caller gives up on it.
+    /// On a thread of the plugins' runtime, for work that never blocks its
+    /// thread: a task there, or the caller's own thread if it is one;
+    /// stopped (its store dropped there) when its time is up or its caller
+    /// gives up on it.
     Task,
 }
 

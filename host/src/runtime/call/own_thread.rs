@@ -79,7 +79,7 @@ where
     match tokio::time::timeout(limit + THREAD_GRACE, thread).await {
         Ok(Ok(Some(outcome))) => Ok(outcome),
         Ok(Ok(None)) => Err(Cut::TimedOut),
-        Ok(Err(failure)) => Err(Cut::Ended(failure)),
+        Ok(Err(failure)) => Err(Cut::Ended(failure.to_string())),
         Err(_) => {
             if unstarted.take().is_none() {
                 followed.given_up(work.operation);

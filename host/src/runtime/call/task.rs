@@ -1,17 +1,22 @@
 //! The lane of a call that never blocks its thread (a plugin without file
-//! grants, and `locate`'s instances): a task on the plugins' runtime,
-//! stopped there, its store dropped there, when its time is up or its
-//! caller gives up on it. Its slot goes with the task.
+//! grants, and `locate`'s instances): run on a plugins' thread, stopped
+//! there, its store dropped there, when its time is up or its caller gives
+//! up on it. A caller on a protocol thread hands it to a task on the
+//! plugins' runtime; a caller already on one of its threads (a read the
+//! stdio transport handed over, `transport::stdio::Batch`) runs it as it
+//! is, with no task and no other thread woken. Its slot goes with the work.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 
+use futures::FutureExt;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
-use super::{CallSlot, Cut, Work};
+use super::{CallSlot, Cut, Work, panic_message};
 use crate::runtime::executor;
 
-/// Runs `work` as a task on the plugins' runtime.
+/// Runs `work` on a plugins' thread.
 pub(super) async fn run<R, W, F>(slot: CallSlot, work: Work<'_, W>) -> Result<R, Cut>
 where
     W: FnOnce() -> F + Send + 'static,
@@ -24,10 +29,21 @@ where
         make().await
     }
     .instrument(tracing::Span::current());
+    let deadline = work.deadline.into();
+    if executor::on_plugin_thread() {
+        // A panic ends the work as it would end a task: the slot is dropped
+        // with it, and the call reports it.
+        return match tokio::time::timeout_at(deadline, AssertUnwindSafe(task).catch_unwind()).await
+        {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(panic)) => Err(Cut::Ended(panic_message(panic.as_ref()))),
+            Err(_) => Err(Cut::TimedOut),
+        };
+    }
     let task = AbortOnDropHandle::new(executor::handle().spawn(task));
-    match tokio::time::timeout_at(work.deadline.into(), task).await {
+    match tokio::time::timeout_at(deadline, task).await {
         Ok(Ok(outcome)) => Ok(outcome),
-        Ok(Err(failure)) => Err(Cut::Ended(failure)),
+        Ok(Err(failure)) => Err(Cut::Ended(failure.to_string())),
         Err(_) => Err(Cut::TimedOut),
     }
 }

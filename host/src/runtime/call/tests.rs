@@ -14,6 +14,7 @@ use tokio::sync::{Semaphore, oneshot};
 use super::{Account, Admission, CallSlot, Cut, Failed, Lane, Work, accounted};
 use crate::contract::ProviderError;
 use crate::grants::limits::Limits;
+use crate::runtime::executor;
 use crate::runtime::health::Health;
 use crate::runtime::meter::{FaultKind, Meter};
 use crate::runtime::placement::Placement;
@@ -38,13 +39,16 @@ enum Which {
     PlacedOwnThread,
     Inline,
     Task,
+    /// The task lane, called from one of the plugins' threads.
+    TaskHere,
 }
 
-const EVERY_LANE: [Which; 4] = [
+const EVERY_LANE: [Which; 5] = [
     Which::OwnThread,
     Which::PlacedOwnThread,
     Which::Inline,
     Which::Task,
+    Which::TaskHere,
 ];
 
 /// What the call path knows of one plugin.
@@ -95,7 +99,7 @@ impl Plugin {
             Which::OwnThread => Lane::OwnThread(None),
             Which::PlacedOwnThread => Lane::OwnThread(Some(&self.placement)),
             Which::Inline => Lane::Inline(&self.placement),
-            Which::Task => Lane::Task,
+            Which::Task | Which::TaskHere => Lane::Task,
         }
     }
 
@@ -120,6 +124,7 @@ impl Plugin {
             stuck: &self.stuck,
             make,
         };
+        let _here = (which == Which::TaskHere).then(executor::as_plugin_thread);
         self.lane(which).run(slot, work).await
     }
 
@@ -233,10 +238,27 @@ fn a_task_is_stopped_as_soon_as_its_caller_gives_up_on_it() {
     // Its time limit is far off: only the caller giving up can end it.
     let plugin = Plugin::new("stopped", ANSWERS_WITHIN_MS);
     runtime().block_on(async {
-        give_up_on_a_running_call(&plugin, Which::Task).await;
-        let back = Duration::from_millis(ANSWERS_WITHIN_MS / 2);
-        let all = tokio::time::timeout(back, plugin.slots.acquire_many(SLOTS)).await;
-        assert!(all.is_ok(), "the task kept its slot after its caller left");
+        for which in [Which::Task, Which::TaskHere] {
+            give_up_on_a_running_call(&plugin, which).await;
+            let back = Duration::from_millis(ANSWERS_WITHIN_MS / 2);
+            let all = tokio::time::timeout(back, plugin.slots.acquire_many(SLOTS)).await;
+            assert!(
+                all.is_ok(),
+                "{which:?}: the task kept its slot after its caller left"
+            );
+            drop(all);
+        }
+    });
+}
+
+#[test]
+fn the_task_lane_runs_a_call_from_a_plugin_thread_on_that_thread_and_any_other_elsewhere() {
+    let plugin = Plugin::new("here", ANSWERS_WITHIN_MS);
+    runtime().block_on(async {
+        let caller = std::thread::current().id();
+        let on = |which| plugin.run(which, || async { std::thread::current().id() });
+        assert_eq!(on(Which::TaskHere).await.unwrap(), caller);
+        assert_ne!(on(Which::Task).await.unwrap(), caller);
     });
 }
 
@@ -249,7 +271,10 @@ fn every_lane_gives_a_slot_back_when_the_work_panics() {
                 .run(which, || async { panic!("the host's own bug") })
                 .await;
             match ended {
-                Err(Cut::Ended(failure)) => assert!(failure.is_panic(), "{which:?}"),
+                Err(Cut::Ended(failure)) => assert!(
+                    failure.contains("panicked with message \"the host's own bug\""),
+                    "{which:?}: {failure}"
+                ),
                 other => panic!("{which:?}: {other:?}"),
             }
             plugin.every_slot_back(which).await;

@@ -490,7 +490,7 @@ impl Shared {
     }
 
     /// The fault of a call whose thread ended without an outcome.
-    fn thread_ended(&self, operation: &str, failure: &tokio::task::JoinError) -> Failed {
+    fn thread_ended(&self, operation: &str, failure: &str) -> Failed {
         Failed::Faulted(
             FaultKind::Host,
             format!(
