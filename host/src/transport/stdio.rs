@@ -166,7 +166,7 @@ where
     /// batch is handed over at the latest once
     /// [`MAX_REQUESTS_RUNNING`] requests run.)
     fn write_queued_soon(&self) {
-        if !self.outbox.has_queued() || self.outbox.writer_on_its_way.swap(true, Ordering::AcqRel) {
+        if !self.outbox.claim_write() {
             return;
         }
         let outbox = self.outbox.clone();
@@ -359,7 +359,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Batch<W> {
                 Err(_) => tracing::error!("a read panicked, and is not answered"),
             }
         }
-        if self.outbox.has_queued() && !self.outbox.writer_on_its_way.swap(true, Ordering::AcqRel) {
+        if self.outbox.claim_write() {
             // A failed write is logged, and closes stdout.
             let _ = self.outbox.write_queued().await;
         }
@@ -418,6 +418,12 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
     /// Whether fewer than `most` bytes of answers wait for stdout.
     fn fewer_bytes_than(&self, most: usize) -> bool {
         self.waiting_bytes.load(Ordering::Acquire) < most
+    }
+
+    /// Whether answers are queued and no writer is on its way to them:
+    /// the caller is that writer from now on.
+    fn claim_write(&self) -> bool {
+        self.has_queued() && !self.writer_on_its_way.swap(true, Ordering::AcqRel)
     }
 
     fn has_queued(&self) -> bool {
