@@ -85,6 +85,9 @@
 //! `RESMUX_BENCH_READ_SERVERS=echo,reference,resmux,baseline`
 //! and `RESMUX_BENCH_READ_WAYS=stdio,session,stateless` keep only those
 //! servers and ways in the reads section (to profile one case with `perf`);
+//! `RESMUX_BENCH_EXAMPLES=notes,kv,reference,python` keeps only those examples
+//! (by name), the TypeScript reference and the Python SDK server in the
+//! languages section;
 //! `RESMUX_BENCH_LIST_MAX` caps N of the listing walk;
 //! `RESMUX_BENCH_ONLY=reads,languages,listing,memory,restart,idle,cold,tiers,replicas`
 //! runs only those sections.
@@ -1642,7 +1645,10 @@ async fn languages(setup: &Setup) {
     let mut missing = Vec::new();
     for resmux in &setup.resmuxes {
         resmux.fill_cache().await;
-        for example in &EXAMPLES {
+        for example in EXAMPLES
+            .iter()
+            .filter(|example| chosen("RESMUX_BENCH_EXAMPLES", example.name))
+        {
             match example.folder(resmux) {
                 Some(folder) => subjects.push(Subject::resmux(
                     example.label(resmux),
@@ -1659,7 +1665,14 @@ async fn languages(setup: &Setup) {
             }
         }
     }
-    for other in [Subject::reference(setup), Subject::python_sdk(setup)] {
+    let others = [
+        ("reference", Subject::reference(setup)),
+        ("python", Subject::python_sdk(setup)),
+    ];
+    for (_, other) in others
+        .into_iter()
+        .filter(|(name, _)| chosen("RESMUX_BENCH_EXAMPLES", name))
+    {
         match other {
             Ok(subject) => subjects.push(subject),
             Err(why) => missing.push(why),

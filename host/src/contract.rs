@@ -234,4 +234,11 @@ pub trait Provider: Send + Sync {
     async fn complete(&self, request: CompletionRequest) -> Result<Completion, ProviderError>;
     /// What changed since `since`.
     async fn changes(&self, since: Option<String>) -> Result<ChangeReport, ProviderError>;
+    /// Whether its calls run on the caller's own thread when that is one
+    /// of the plugins' runtime's (none of them may block a thread in a file
+    /// operation), rather than on a thread of their own: where its reads
+    /// are best started. Where they run is the provider's to decide.
+    fn calls_run_in_place(&self) -> bool {
+        false
+    }
 }

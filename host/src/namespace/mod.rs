@@ -591,6 +591,14 @@ impl Namespace {
             })
     }
 
+    /// Whether the plugin that serves `scheme` now runs its calls where
+    /// they are made ([`Provider::calls_run_in_place`]); false if none does.
+    pub fn calls_run_in_place(&self, scheme: &str) -> bool {
+        self.current_mounts()
+            .get(scheme)
+            .is_some_and(|mount| mount.provider.calls_run_in_place())
+    }
+
     /// Whether a plugin serves `uri`'s scheme or is loading for it, without
     /// waiting.
     pub fn may_serve(&self, uri: &Uri) -> bool {

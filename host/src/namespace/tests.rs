@@ -25,6 +25,8 @@ struct Scripted {
     failing: AtomicBool,
     /// Pages asked for.
     calls: AtomicUsize,
+    /// What it says of where its calls run.
+    in_place: AtomicBool,
 }
 
 impl Scripted {
@@ -35,6 +37,7 @@ impl Scripted {
             per_page,
             failing: AtomicBool::new(false),
             calls: AtomicUsize::new(0),
+            in_place: AtomicBool::new(false),
         })
     }
 
@@ -99,6 +102,10 @@ impl Provider for Scripted {
             listing_changed: false,
             changed_paths: Vec::new(),
         })
+    }
+
+    fn calls_run_in_place(&self) -> bool {
+        self.in_place.load(Ordering::SeqCst)
     }
 }
 
@@ -335,4 +342,28 @@ fn a_plugin_of_empty_pages_costs_one_page_at_most_sixteen_calls() {
         assert!(cursor.is_some(), "a short page says there is more");
         assert_eq!(empty.calls(), 16);
     });
+}
+
+#[test]
+fn where_a_schemes_calls_run_is_what_the_plugin_serving_it_now_says() {
+    let namespace = Namespace::new(2);
+    let (in_place, apart) = (Scripted::new("a", 1, 1), Scripted::new("b", 1, 1));
+    in_place.in_place.store(true, Ordering::SeqCst);
+    mount(&namespace, "here", &in_place);
+    mount(&namespace, "apart", &apart);
+    assert!(namespace.calls_run_in_place("here"));
+    assert!(!namespace.calls_run_in_place("apart"));
+    assert!(
+        !namespace.calls_run_in_place("missing"),
+        "no plugin: in doubt"
+    );
+    namespace
+        .replace("here", apart.clone(), MountSettings::default())
+        .unwrap();
+    assert!(
+        !namespace.calls_run_in_place("here"),
+        "its new plugin's say"
+    );
+    assert!(namespace.unmount("apart"));
+    assert!(!namespace.calls_run_in_place("apart"));
 }

@@ -66,6 +66,11 @@ impl Observed {
         }
     }
 
+    /// [`ResmuxServer::read_runs_in_place`].
+    pub fn read_runs_in_place(&self, uri: &str) -> bool {
+        self.server.read_runs_in_place(uri)
+    }
+
     /// The handler of one new session.
     pub fn for_session(&self) -> Self {
         Self {

@@ -126,8 +126,13 @@ impl Service<RoleServer> for PeerHandover {
     reason = "made once per message and handed on by value, as rmcp takes it"
 )]
 pub enum Routed {
-    /// A read, answered by this future: `None` if it was cancelled.
-    Read(BoxFuture<'static, Option<ServerJsonRpcMessage>>),
+    /// A read, answered by `answer` (`None` if it was cancelled), whose
+    /// plugin runs its calls where they are made if `in_place`
+    /// ([`Observed::read_runs_in_place`]).
+    Read {
+        answer: BoxFuture<'static, Option<ServerJsonRpcMessage>>,
+        in_place: bool,
+    },
     /// Anything else, to rmcp's loop.
     Passed(ClientJsonRpcMessage),
 }
@@ -212,9 +217,12 @@ impl DirectReads {
         match message {
             JsonRpcMessage::Request(JsonRpcRequest {
                 id,
-                request: request @ ClientRequest::ReadResourceRequest(_),
+                request: ClientRequest::ReadResourceRequest(read),
                 ..
-            }) => Routed::Read(self.begin_read(id, request, peer.clone())),
+            }) => Routed::Read {
+                in_place: self.handler.read_runs_in_place(&read.params.uri),
+                answer: self.begin_read(id, ClientRequest::ReadResourceRequest(read), peer.clone()),
+            },
             other => {
                 self.cancel_if_named(&other);
                 Routed::Passed(other)

@@ -13,11 +13,21 @@
 //!   queued in one write ([`Outbox`]).
 //!
 //! Reads, once the session is open, do not go to rmcp's loop at all: the
-//! transport hands them to [`DirectReads`], gathers the reads of what stdin
-//! gives in one go, and hands them to a plugin thread together ([`Batch`]),
-//! which runs each until it first waits and writes their answers itself.
-//! The loop that reads stdin never runs plugin code, and one read costs no
-//! thread a wake of its own.
+//! transport hands them to [`DirectReads`], and each runs until it first
+//! waits where it costs the fewest wakes ([`start_read`]):
+//! - a read of a plugin whose calls run where they are made (one without
+//!   file grants) is gathered with the others of what stdin gives in one
+//!   go, and they go to a plugin thread together ([`Batch`]), which runs
+//!   them there and writes their answers itself: one read costs no thread
+//!   a wake of its own;
+//! - any other read starts right here, in the loop that reads stdin, since
+//!   its plugin call goes to a thread of its own anyway: handed to a
+//!   plugin thread first, it would cost one more wake (a C plugin with a
+//!   granted file read 1.27x as fast this way, by `scripts/bench`).
+//!
+//! The loop that reads stdin never runs plugin code: where a call runs is
+//! the call's lane's to decide (`runtime::call`), and where a read starts
+//! is only a guess of it.
 //!
 //! A client that sends faster than it reads its answers is held back: stdin
 //! is not read while [`MAX_REQUESTS_RUNNING`] of its requests run (reads,
@@ -62,9 +72,14 @@ use crate::runtime;
 /// dropped and logged, and the session goes on.
 pub(crate) const MAX_LINE_BYTES: usize = DEFAULT_MAX_LINE_LENGTH;
 
-/// How long a [`Batch`] may spend running its reads in turn; reads after
-/// that go straight to tasks of their own.
+/// How long a [`Batch`] may spend running its reads in turn, and the loop
+/// that reads stdin starting reads between two times stdin runs dry; reads
+/// after that go straight to tasks of their own.
 const INLINE_BUDGET: Duration = Duration::from_millis(1);
+
+/// Answers of reads started on the loop that reads stdin that may queue
+/// before a writer is sent for them, should stdin not run dry first.
+const WRITE_AFTER_ANSWERS: usize = 64;
 
 /// Requests of the session that may run at once; stdin waits while this
 /// many do.
@@ -89,6 +104,9 @@ pub struct Stdio<R, W> {
     answering: TaskTracker,
     /// The reads decoded since stdin last ran dry, not yet handed over.
     batch: Vec<Answer>,
+    /// What is left of [`INLINE_BUDGET`] for starting reads here since
+    /// stdin last ran dry.
+    here_left: Duration,
     /// Once requested, stdin counts as ended.
     stop: Arc<StopReading>,
 }
@@ -132,6 +150,7 @@ where
             stop,
             answering: TaskTracker::new(),
             batch: Vec::new(),
+            here_left: INLINE_BUDGET,
             lines: FramedRead::new(input, Lines::default()),
             outbox: Arc::new(Outbox {
                 queued: Mutex::new(Vec::new()),
@@ -242,6 +261,7 @@ where
                 if !matches!(next_line, Poll::Ready(Some(Ok(_)))) {
                     self.hand_over_reads();
                     self.write_queued_soon();
+                    self.here_left = INLINE_BUDGET;
                 }
                 next_line
             });
@@ -266,7 +286,20 @@ where
                         self.reads.pass(&message);
                         return Some(message);
                     }
-                    Routed::Read(answer) => self.batch.push(answer),
+                    Routed::Read {
+                        answer,
+                        in_place: true,
+                    } => self.batch.push(answer),
+                    Routed::Read {
+                        answer,
+                        in_place: false,
+                    } => {
+                        let started =
+                            start_read(answer, &mut self.here_left, &self.outbox, &self.answering);
+                        if started.is_some_and(|queued| queued >= WRITE_AFTER_ANSWERS) {
+                            self.write_queued_soon();
+                        }
+                    }
                 },
                 Incoming::Ignored => {}
                 Incoming::WrongShape => {
@@ -311,8 +344,9 @@ where
 /// A read's answer, `None` if it was cancelled.
 type Answer = BoxFuture<'static, Option<ServerJsonRpcMessage>>;
 
-/// The reads of what stdin gave in one go, answered together on a plugin
-/// thread: one task, and one thread woken, for all of them. Each read runs
+/// The reads of what stdin gave in one go whose plugins run their calls
+/// where they are made, answered together on a plugin thread: one task,
+/// and one thread woken, for all of them. Each read runs
 /// there until it first waits (most are answered by then: their plugin
 /// calls run on this same thread, with no task of their own); a read that
 /// waits (for an instance, a thread of its own, a file operation, or the
@@ -331,37 +365,50 @@ struct Batch<W> {
 impl<W: AsyncWrite + Send + Unpin + 'static> Batch<W> {
     async fn answer(self) {
         let mut budget = INLINE_BUDGET;
-        for mut answer in self.reads {
-            if budget.is_zero() {
-                self.answering
-                    .spawn(send_when_ready(answer, self.outbox.clone()));
-                continue;
-            }
-            // The task that takes a waiting read over polls it again, which
-            // registers the task's own waker wherever the read waits.
-            let mut nowhere = Context::from_waker(Waker::noop());
-            let started = Instant::now();
-            let first_poll =
-                panic::catch_unwind(AssertUnwindSafe(|| answer.as_mut().poll(&mut nowhere)));
-            budget = budget.saturating_sub(started.elapsed());
-            match first_poll {
-                Ok(Poll::Ready(answered)) => {
-                    if let Some(line) = answered.as_ref().and_then(answer_line) {
-                        self.outbox.queue(line);
-                    }
-                }
-                Ok(Poll::Pending) => {
-                    self.answering
-                        .spawn(send_when_ready(answer, self.outbox.clone()));
-                }
-                // As when a task panics: the read goes unanswered, the
-                // session goes on.
-                Err(_) => tracing::error!("a read panicked, and is not answered"),
-            }
+        for answer in self.reads {
+            start_read(answer, &mut budget, &self.outbox, &self.answering);
         }
         if self.outbox.claim_write() {
             // A failed write is logged, and closes stdout.
             let _ = self.outbox.write_queued().await;
+        }
+    }
+}
+
+/// Runs `answer` until it first waits, its time taken from `budget`: its
+/// answer is queued in `outbox` if it is ready (how many are queued then),
+/// or it goes on in a task of `answering`'s on this thread's runtime if it
+/// waits. Once the budget is spent, reads go straight to tasks.
+fn start_read<W: AsyncWrite + Send + Unpin + 'static>(
+    mut answer: Answer,
+    budget: &mut Duration,
+    outbox: &Arc<Outbox<W>>,
+    answering: &TaskTracker,
+) -> Option<usize> {
+    if budget.is_zero() {
+        answering.spawn(send_when_ready(answer, outbox.clone()));
+        return None;
+    }
+    // The task that takes a waiting read over polls it again, which
+    // registers the task's own waker wherever the read waits.
+    let mut nowhere = Context::from_waker(Waker::noop());
+    let started = Instant::now();
+    let first_poll = panic::catch_unwind(AssertUnwindSafe(|| answer.as_mut().poll(&mut nowhere)));
+    *budget = budget.saturating_sub(started.elapsed());
+    match first_poll {
+        Ok(Poll::Ready(answered)) => answered
+            .as_ref()
+            .and_then(answer_line)
+            .map(|line| outbox.queue(line)),
+        Ok(Poll::Pending) => {
+            answering.spawn(send_when_ready(answer, outbox.clone()));
+            None
+        }
+        // As when a task panics: the read goes unanswered, the session
+        // goes on.
+        Err(_) => {
+            tracing::error!("a read panicked, and is not answered");
+            None
         }
     }
 }

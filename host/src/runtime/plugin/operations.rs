@@ -237,6 +237,10 @@ impl Provider for WasmPlugin {
         .map(Into::into)
     }
 
+    fn calls_run_in_place(&self) -> bool {
+        self.runs_calls_in_place()
+    }
+
     async fn changes(&self, since: Option<String>) -> Result<ChangeReport, ProviderError> {
         self.run(
             Instances::Serving,
