@@ -1665,14 +1665,14 @@ async fn languages(setup: &Setup) {
             }
         }
     }
-    let others = [
-        ("reference", Subject::reference(setup)),
-        ("python", Subject::python_sdk(setup)),
-    ];
-    for (_, other) in others
-        .into_iter()
-        .filter(|(name, _)| chosen("RESMUX_BENCH_EXAMPLES", name))
-    {
+    let mut others = Vec::new();
+    if chosen("RESMUX_BENCH_EXAMPLES", "reference") {
+        others.push(Subject::reference(setup));
+    }
+    if chosen("RESMUX_BENCH_EXAMPLES", "python") {
+        others.push(Subject::python_sdk(setup));
+    }
+    for other in others {
         match other {
             Ok(subject) => subjects.push(subject),
             Err(why) => missing.push(why),

@@ -333,14 +333,6 @@ impl WasmPlugin {
         self.shared.load().pool_share.clone()
     }
 
-    /// Whether its calls (but `locate`'s) run in the task lane: on the
-    /// caller's thread when that is one of the plugins' runtime's. Those of
-    /// a plugin whose calls may block a thread in a file operation never
-    /// do ([`Shared::run`]).
-    pub(super) fn runs_calls_in_place(&self) -> bool {
-        !self.shared.load().lasting.may_block
-    }
-
     /// Unique among the plugins this process loaded.
     pub fn id(&self) -> u64 {
         self.shared.load().lasting.id

@@ -237,8 +237,10 @@ impl Provider for WasmPlugin {
         .map(Into::into)
     }
 
+    /// Its calls (but `locate`'s) run in the task lane unless they may
+    /// block a thread in a file operation (`Shared::run`).
     fn calls_run_in_place(&self) -> bool {
-        self.runs_calls_in_place()
+        !self.shared.load().lasting.may_block
     }
 
     async fn changes(&self, since: Option<String>) -> Result<ChangeReport, ProviderError> {
