@@ -27,6 +27,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(resmux::runtime::protocol_workers())
         .enable_all()
         .build()
     {
