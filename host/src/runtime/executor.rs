@@ -101,8 +101,7 @@ pub fn lowered(builder: Builder) -> Builder {
 /// cores, at least one. Plugin code runs on threads of its own, a worker a
 /// core, so the protocol's work is the smaller share; a worker a core
 /// there too kept them waking one another to steal what they had queued
-/// (on 2 cores, with 32 HTTP reads in flight, 41 µs of CPU per read
-/// against 27 µs on one worker: docs/performance.md).
+/// (the figures are in docs/performance.md).
 pub fn protocol_workers() -> usize {
     (cores() / 2).max(1)
 }
