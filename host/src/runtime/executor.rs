@@ -5,9 +5,10 @@
 //! runs the rest on each plugin's own threads, lowered alike). The reads
 //! the stdio transport gathers are answered here too, each batch in one
 //! task (`transport::stdio::Batch`), their calls on the same thread
-//! ([`on_plugin_thread`]). It also says how many workers the runtime that
-//! serves the protocol gets ([`protocol_workers`]), so that the two share
-//! the cores.
+//! ([`on_plugin_thread`]). It also says how many of its workers one
+//! plugin's calls may hold at once ([`one_plugins_workers`]), and how many
+//! workers the runtime that serves the protocol gets ([`protocol_workers`]),
+//! so that the two share the cores.
 //!
 //! Nothing a plugin does can be interrupted mid-instruction: one
 //! `memory.fill` over fresh pages, or one host call, may take a core for
@@ -36,7 +37,8 @@ thread_local! {
     static ON_PLUGIN_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Starts the plugins' runtime, once: a worker a core.
+/// Starts the plugins' runtime, once: a worker a core and one more, which
+/// no one plugin's calls can take ([`one_plugins_workers`]).
 pub fn start() -> Result<()> {
     if PLUGINS.get().is_some() {
         return Ok(());
@@ -46,7 +48,7 @@ pub fn start() -> Result<()> {
             lower_to_plugins();
             ON_PLUGIN_THREAD.set(true);
         })
-        .worker_threads(cores())
+        .worker_threads(cores() + 1)
         .thread_name("plugins")
         .enable_all()
         .build()
@@ -97,11 +99,18 @@ pub fn lowered(builder: Builder) -> Builder {
     builder
 }
 
+/// The most of the plugins' runtime's workers one plugin's calls run on at
+/// once: one a core, so that however long its code holds them, the last
+/// worker is left to the other plugins' calls (`call::WorkerShare`).
+pub fn one_plugins_workers() -> usize {
+    cores()
+}
+
 /// How many workers the runtime that serves the protocol gets: half the
 /// cores, at least one. Plugin code runs on threads of its own, a worker a
-/// core, so the protocol's work is the smaller share; a worker a core
-/// there too kept them waking one another to steal what they had queued
-/// (the figures are in docs/performance.md).
+/// core and one more, so the protocol's work is the smaller share; a
+/// worker a core there too kept them waking one another to steal what they
+/// had queued (the figures are in docs/performance.md).
 pub fn protocol_workers() -> usize {
     (cores() / 2).max(1)
 }

@@ -6,7 +6,8 @@
 //!   call holds, within its time limit, or refused as busy;
 //! - **the lane** that runs the admitted call ([`Lane`]): a thread of its
 //!   own ([`own_thread`]), inline on the plugin's file threads
-//!   ([`inline`]), or on a plugins' thread ([`task`]), each ending it at
+//!   ([`inline`]), or on a plugins' thread ([`task`]) within the plugin's
+//!   share of them ([`WorkerShare`]), each ending it at
 //!   its time limit and keeping its slot for as long as its work may still
 //!   run;
 //! - **accounting** ([`accounted`]): the `plugin.call` span, the metrics,
@@ -24,6 +25,7 @@ mod own_thread;
 mod task;
 #[cfg(test)]
 mod tests;
+mod workers;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,6 +35,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 pub(super) use accounting::{Account, accounted};
 pub(super) use admission::Admission;
+pub(super) use workers::WorkerShare;
 
 use super::meter::FaultKind;
 use super::placement::Placement;
@@ -108,8 +111,9 @@ pub(super) enum Lane<'a> {
     /// On a thread of the plugins' runtime, for work that never blocks its
     /// thread: a task there, or the caller's own thread if it is one;
     /// stopped (its store dropped there) when its time is up or its caller
-    /// gives up on it.
-    Task,
+    /// gives up on it; run only while the plugin's share of those threads
+    /// has one free for it.
+    Task(&'a Arc<WorkerShare>),
 }
 
 /// What a lane is given to run: the work, made on the thread that runs it,
@@ -138,7 +142,7 @@ impl Lane<'_> {
         match self {
             Self::OwnThread(placement) => own_thread::run(placement, slot, work).await,
             Self::Inline(placement) => inline::run(placement, slot, work).await,
-            Self::Task => task::run(slot, work).await,
+            Self::Task(share) => task::run(share, slot, work).await,
         }
     }
 }

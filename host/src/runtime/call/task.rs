@@ -4,30 +4,37 @@
 //! up on it. A caller on a protocol thread hands it to a task on the
 //! plugins' runtime; a caller already on one of its threads (a read the
 //! stdio transport handed over, `transport::stdio::Batch`) runs it as it
-//! is, with no task and no other thread woken. Its slot goes with the work.
+//! is, with no task and no other thread woken. Its slot goes with the work,
+//! which runs only while its plugin's share of the workers has one free
+//! for it ([`WorkerShare`]).
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use futures::FutureExt;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
-use super::{CallSlot, Cut, Work, panic_message};
+use super::{CallSlot, Cut, Work, WorkerShare, panic_message};
 use crate::runtime::executor;
 
-/// Runs `work` on a plugins' thread.
-pub(super) async fn run<R, W, F>(slot: CallSlot, work: Work<'_, W>) -> Result<R, Cut>
+/// Runs `work` on a plugins' thread, within `share`.
+pub(super) async fn run<R, W, F>(
+    share: &Arc<WorkerShare>,
+    slot: CallSlot,
+    work: Work<'_, W>,
+) -> Result<R, Cut>
 where
     W: FnOnce() -> F + Send + 'static,
     F: Future<Output = R> + Send + 'static,
     R: Send + 'static,
 {
     let make = work.make;
-    let task = async move {
+    let task = WorkerShare::within(share, async move {
         let _slot = slot;
         make().await
-    }
+    })
     .instrument(tracing::Span::current());
     let deadline = work.deadline.into();
     if executor::on_plugin_thread() {

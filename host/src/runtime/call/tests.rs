@@ -6,12 +6,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Semaphore, oneshot};
 
-use super::{Account, Admission, CallSlot, Cut, Failed, Lane, Work, accounted};
+use super::{Account, Admission, CallSlot, Cut, Failed, Lane, Work, WorkerShare, accounted};
 use crate::contract::ProviderError;
 use crate::grants::limits::Limits;
 use crate::runtime::executor;
@@ -59,6 +60,8 @@ struct Plugin {
     health: Arc<Health>,
     stuck: Arc<Stuck>,
     placement: Placement,
+    /// One worker of the test's runtime at a time.
+    workers: Arc<WorkerShare>,
 }
 
 impl Plugin {
@@ -81,6 +84,7 @@ impl Plugin {
             health: Arc::default(),
             stuck: Stuck::new(name.into(), Gauge::default()),
             placement: Placement::new(name, file_threads).unwrap(),
+            workers: Arc::new(WorkerShare::new(1)),
         }
     }
 
@@ -99,7 +103,7 @@ impl Plugin {
             Which::OwnThread => Lane::OwnThread(None),
             Which::PlacedOwnThread => Lane::OwnThread(Some(&self.placement)),
             Which::Inline => Lane::Inline(&self.placement),
-            Which::Task | Which::TaskHere => Lane::Task,
+            Which::Task | Which::TaskHere => Lane::Task(&self.workers),
         }
     }
 
@@ -259,6 +263,49 @@ fn the_task_lane_runs_a_call_from_a_plugin_thread_on_that_thread_and_any_other_e
         let on = |which| plugin.run(which, || async { std::thread::current().id() });
         assert_eq!(on(Which::TaskHere).await.unwrap(), caller);
         assert_ne!(on(Which::Task).await.unwrap(), caller);
+    });
+}
+
+#[test]
+fn a_plugins_calls_hold_no_more_workers_than_its_share_and_leave_the_rest_to_others() {
+    let filler = Plugin::new("filler", ANSWERS_WITHIN_MS);
+    let other = Plugin::new("other", ANSWERS_WITHIN_MS);
+    runtime().block_on(async {
+        // Work no tick interrupts: it holds its worker until released.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (holding, began) = oneshot::channel();
+        let first = filler.run(Which::Task, move || async move {
+            let _ = holding.send(());
+            held.recv().unwrap();
+            "first"
+        });
+        let second_ran = Arc::new(AtomicBool::new(false));
+        let second = async {
+            began.await.unwrap();
+            let ran = second_ran.clone();
+            filler
+                .run(Which::Task, move || async move {
+                    ran.store(true, Ordering::SeqCst);
+                    "second"
+                })
+                .await
+        };
+        let meanwhile = async {
+            let waited = Instant::now();
+            while filler.workers.waiting() == 0 {
+                assert!(waited.elapsed() < SURELY, "the second call never waited");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert!(!second_ran.load(Ordering::SeqCst), "it ran past the share");
+            assert_eq!(filler.workers.running(), 1);
+            let answer = other.run(Which::Task, || async { "other" }).await;
+            assert_eq!(answer.unwrap(), "other", "another plugin's call waited");
+            release.send(()).unwrap();
+        };
+        let (first, second, ()) = tokio::join!(first, second, meanwhile);
+        assert_eq!((first.unwrap(), second.unwrap()), ("first", "second"));
+        assert_eq!(filler.workers.running(), 0);
+        filler.every_slot_back(Which::Task).await;
     });
 }
 

@@ -43,8 +43,9 @@ use wasmtime::Store;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 
 use super::bindings::PluginIndices;
-use super::call::{self, Account, Admission, Cut, Failed, Lane, Work};
+use super::call::{self, Account, Admission, Cut, Failed, Lane, Work, WorkerShare};
 use super::epoch::EpochClock;
+use super::executor;
 use super::fault;
 use super::handles::HandleBudget;
 use super::health::Health;
@@ -82,6 +83,8 @@ struct Lasting {
     grants: Grants,
     config: Vec<(String, String)>,
     call_slots: Arc<Semaphore>,
+    /// The most of the plugins' runtime's workers its calls run on at once.
+    workers: Arc<WorkerShare>,
     handles: HandleBudget,
     health: Arc<Health>,
     meter: Arc<Meter>,
@@ -225,6 +228,7 @@ impl Lasting {
             id: LOADED.fetch_add(1, Ordering::Relaxed),
             stuck: Stuck::new(name.clone(), meter.stuck()),
             call_slots: Arc::new(Semaphore::new(concurrent_calls)),
+            workers: Arc::new(WorkerShare::new(executor::one_plugins_workers())),
             preopened: grants.descriptors_per_instance(),
             name,
             grants,
@@ -437,7 +441,7 @@ impl Shared {
         let lane = match (instances, placement) {
             (Instances::Serving, placement) if self.lasting.may_block => Lane::OwnThread(placement),
             (Instances::Inline, Some(placement)) => Lane::Inline(placement),
-            _ => Lane::Task,
+            _ => Lane::Task(&self.lasting.workers),
         };
         // No grant to renew inline: a plugin with a granted file runs no
         // call inline (see `Grant::may_run_inline`); a plugin without file
