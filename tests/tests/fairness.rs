@@ -39,6 +39,10 @@ impl Stalled {
     /// seconds: 150 to 460 MiB measured); unbounded, the answers alone
     /// would take 1.4 GiB.
     fn assert_held_back(&self) {
+        eprintln!(
+            "while stalled: {} reads ran, RSS grew by {} KiB",
+            self.reads, self.grown_kib
+        );
         assert!(
             self.reads <= 20.0,
             "{} reads ran while the client read nothing",

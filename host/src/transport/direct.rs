@@ -130,11 +130,19 @@ pub enum Routed {
     /// plugin runs its calls where they are made if `in_place`
     /// ([`Observed::read_runs_in_place`]).
     Read {
-        answer: BoxFuture<'static, Option<ServerJsonRpcMessage>>,
+        answer: BoxFuture<'static, Option<Answered>>,
         in_place: bool,
     },
     /// Anything else, to rmcp's loop.
     Passed(ClientJsonRpcMessage),
+}
+
+/// A read's answer. The read counts as running until this is dropped: its
+/// answer's bytes are to be queued for stdout first, so that stdin is never
+/// read in the moment when neither the read nor its answer is counted.
+pub struct Answered {
+    pub message: ServerJsonRpcMessage,
+    _running: Running,
 }
 
 impl DirectReads {
@@ -255,7 +263,7 @@ impl DirectReads {
         id: RequestId,
         mut request: ClientRequest,
         peer: Peer<RoleServer>,
-    ) -> BoxFuture<'static, Option<ServerJsonRpcMessage>> {
+    ) -> BoxFuture<'static, Option<Answered>> {
         let ct = CancellationToken::new();
         let running = Running::new(self.clone());
         let in_flight = InFlight::new(self.clone(), id.clone(), ct.clone());
@@ -265,7 +273,6 @@ impl DirectReads {
         context.extensions = std::mem::take(request.extensions_mut());
         let reads = self.clone();
         Box::pin(async move {
-            let _running = running;
             // A cancelled read ends at once, its handler dropped, so that it
             // stops counting only once nothing of it runs.
             let result = tokio::select! {
@@ -277,9 +284,13 @@ impl DirectReads {
             if !in_flight.finish() {
                 return None;
             }
-            Some(match result {
+            let message = match result {
                 Ok(answer) => ServerJsonRpcMessage::response(answer, id),
                 Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+            };
+            Some(Answered {
+                message,
+                _running: running,
             })
         })
     }

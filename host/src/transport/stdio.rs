@@ -65,7 +65,7 @@ use tokio_util::bytes::{Bytes, BytesMut};
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, FramedRead};
 use tokio_util::task::TaskTracker;
 
-use super::direct::{DirectReads, Routed};
+use super::direct::{Answered, DirectReads, Routed};
 use crate::runtime;
 
 /// The longest line read, as rmcp's own transport allows. A longer line is
@@ -342,7 +342,7 @@ where
 }
 
 /// A read's answer, `None` if it was cancelled.
-type Answer = BoxFuture<'static, Option<ServerJsonRpcMessage>>;
+type Answer = BoxFuture<'static, Option<Answered>>;
 
 /// The reads of what stdin gave in one go whose plugins run their calls
 /// where they are made, answered together on a plugin thread: one task,
@@ -396,10 +396,7 @@ fn start_read<W: AsyncWrite + Send + Unpin + 'static>(
     let first_poll = panic::catch_unwind(AssertUnwindSafe(|| answer.as_mut().poll(&mut nowhere)));
     *budget = budget.saturating_sub(started.elapsed());
     match first_poll {
-        Ok(Poll::Ready(answered)) => answered
-            .as_ref()
-            .and_then(answer_line)
-            .map(|line| outbox.queue(line)),
+        Ok(Poll::Ready(answered)) => answered.and_then(|answered| queue(answered, outbox)),
         Ok(Poll::Pending) => {
             answering.spawn(send_when_ready(answer, outbox.clone()));
             None
@@ -416,10 +413,21 @@ fn start_read<W: AsyncWrite + Send + Unpin + 'static>(
 /// Writes `answer` once it is ready, unless it comes to nothing (a
 /// cancelled read).
 async fn send_when_ready<W: AsyncWrite + Unpin>(answer: Answer, outbox: Arc<Outbox<W>>) {
-    if let Some(line) = answer.await.as_ref().and_then(answer_line) {
+    if let Some(answered) = answer.await
+        && queue(answered, &outbox).is_some()
+    {
         // A failed write is logged, and closes stdout.
-        let _ = outbox.send(line).await;
+        let _ = outbox.write_soon().await;
     }
+}
+
+/// Queues `answered`'s line in `outbox`, then lets its read stop counting
+/// as running: how many answers are queued then, or none if it cannot be
+/// encoded.
+fn queue<W: AsyncWrite + Unpin>(answered: Answered, outbox: &Outbox<W>) -> Option<usize> {
+    let queued = answer_line(&answered.message).map(|line| outbox.queue(line));
+    drop(answered);
+    queued
 }
 
 /// Answers on their way to stdout. Each answer is queued; whoever writes
