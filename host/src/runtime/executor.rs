@@ -38,7 +38,7 @@ thread_local! {
 }
 
 /// Starts the plugins' runtime, once: a worker a core and one more, which
-/// no one plugin's calls can take ([`one_plugins_workers`]).
+/// one plugin's running calls cannot take ([`one_plugins_workers`]).
 pub fn start() -> Result<()> {
     if PLUGINS.get().is_some() {
         return Ok(());

@@ -4,8 +4,13 @@
 //! core for about 100 ms), so a plugin whose calls held every worker would
 //! hold back every other plugin's calls queued behind them for as long.
 //! The runtime has a worker more than the cores (`executor::start`) and a
-//! plugin's calls run on at most as many as there are cores, so one worker
-//! is always left to the other plugins.
+//! plugin's calls run on at most as many as there are cores, so one
+//! plugin's running calls leave a worker to the others. What the share
+//! does not count: a store dropped when its call is cut at its time limit
+//! or given up on (after the share is given back), the calls of a second
+//! plugin (each has a share of its own), and a read the stdio transport
+//! runs in place (`transport::stdio::Batch`), which holds back the reads
+//! behind it in its batch, and a task it just made, for as long as it runs.
 //!
 //! A call counts while its work is being run, not while it waits (for its
 //! turn, a clock or an answer): past the share, it waits until one of its
