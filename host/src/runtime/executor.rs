@@ -48,7 +48,7 @@ pub fn start() -> Result<()> {
             lower_to_plugins();
             ON_PLUGIN_THREAD.set(true);
         })
-        .worker_threads(cores() + 1)
+        .worker_threads(one_plugins_workers() + 1)
         .thread_name("plugins")
         .enable_all()
         .build()

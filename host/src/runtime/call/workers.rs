@@ -57,16 +57,8 @@ impl WorkerShare {
     /// one is given back.
     fn take(&self, waker: &Waker) -> Option<Running<'_>> {
         loop {
-            let running = self.running.load(Ordering::SeqCst);
-            if running < self.most {
-                if self
-                    .running
-                    .compare_exchange(running, running + 1, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_ok()
-                {
-                    return Some(Running(self));
-                }
-                continue;
+            if self.take_free() {
+                return Some(Running(self));
             }
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
             if !waiting.iter().any(|waiter| waiter.will_wake(waker)) {
@@ -78,6 +70,15 @@ impl WorkerShare {
                 return None;
             }
         }
+    }
+
+    /// Counts one more call running, if the share has a worker free.
+    fn take_free(&self) -> bool {
+        self.running
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |running| {
+                (running < self.most).then_some(running + 1)
+            })
+            .is_ok()
     }
 
     /// Gives a worker back, waking every call waiting for one: those whose
