@@ -13,12 +13,11 @@ use std::sync::LazyLock;
 use arbitrary::Unstructured;
 use axum::body::Body;
 use axum::http::{Request, Response, StatusCode};
-use resmux::fuzzing::{HttpEndpoints, http_endpoints};
+use resmux::fuzzing::{HttpEndpoints, HttpPath, http_endpoints};
 use resmux::namespace::Namespace;
 use resmux::protocol::{Observed, Options, ResmuxServer};
 use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 use crate::provider::{self, ANSWER_WITHIN, PAGE_SIZE, Scripted};
 
@@ -78,11 +77,10 @@ fn post(message: &Value, session: Option<&str>) -> Request<Body> {
     request.body(Body::from(body)).expect("a request")
 }
 
-async fn send(router: &axum::Router, request: Request<Body>) -> Response<Body> {
-    tokio::time::timeout(ANSWER_WITHIN, router.clone().oneshot(request))
+async fn send(path: &HttpPath, request: Request<Body>) -> Response<Body> {
+    tokio::time::timeout(ANSWER_WITHIN, path.serve(request))
         .await
         .expect("an answer in time")
-        .expect("a router never fails")
 }
 
 /// The input, read one decision a byte: a zero byte (or none left) makes
@@ -258,9 +256,9 @@ struct Answer {
     message: Result<Value, Vec<u8>>,
 }
 
-/// The answer of `router` to `request`, and its `Content-Type`.
-async fn answer(router: &axum::Router, request: Request<Body>) -> (Answer, String) {
-    let response = send(router, request).await;
+/// The answer of `path` to `request`, and its `Content-Type`.
+async fn answer(path: &HttpPath, request: Request<Body>) -> (Answer, String) {
+    let response = send(path, request).await;
     let status = response.status();
     let names_a_session = response.headers().contains_key("mcp-session-id");
     let content_type = response

@@ -89,12 +89,26 @@ where
     serde_json::to_value(message).expect("a decoded message serializes again")
 }
 
-/// One MCP endpoint serving `server` twice, both routes sharing its
+/// One MCP endpoint serving `server` twice, both paths sharing its
 /// sessions: `beside` answers the reads rmcp would accept beside it, as
 /// `resmux serve --http` does; `rmcp` leaves every request to rmcp.
 pub struct HttpEndpoints {
-    pub beside: axum::Router,
-    pub rmcp: axum::Router,
+    pub beside: HttpPath,
+    pub rmcp: HttpPath,
+}
+
+/// The MCP endpoint's steps, as `resmux serve --http` runs a request to
+/// `/mcp` through them (without its clients' tokens).
+pub struct HttpPath(crate::transport::http::McpPath);
+
+impl HttpPath {
+    /// The answer to `request`.
+    pub async fn serve(
+        &self,
+        request: axum::http::Request<axum::body::Body>,
+    ) -> axum::http::Response<axum::body::Body> {
+        self.0.serve(request).await
+    }
 }
 
 /// [`HttpEndpoints`] for `server`, allowing loopback hosts and origins.
@@ -107,8 +121,9 @@ pub fn http_endpoints(server: crate::protocol::Observed) -> HttpEndpoints {
         std::time::Duration::from_secs(7 * 24 * 3600),
         &tokio_util::sync::CancellationToken::new(),
     );
+    let path = |reads| HttpPath(endpoint.path(server.clone(), reads, None, Default::default()));
     HttpEndpoints {
-        beside: endpoint.routes(server.clone(), ReadsBeside::Answered),
-        rmcp: endpoint.routes(server, ReadsBeside::LeftToRmcp),
+        beside: path(ReadsBeside::Answered),
+        rmcp: path(ReadsBeside::LeftToRmcp),
     }
 }

@@ -9,7 +9,7 @@
 //! carry the bearer token of a listed client or a valid access token (or get
 //! a `WWW-Authenticate` challenge, [`super::challenge`]), and is handed on as
 //! that client; a legacy session belongs to the client that opened it
-//! ([`super::sessions`]). A client must send its request headers
+//! ([`super::gate`], [`super::sessions`]). A client must send its request headers
 //! within [`super::listener::HEADER_TIMEOUT`] and its body at a pace ([`super::pacing`]), and
 //! the connections open at once are bounded in all, per source and per
 //! client ([`super::connections`]): past a bound, the connection that has
@@ -18,29 +18,31 @@
 //! whose connections are all busy with requests is answered 429 on one
 //! more. SIGINT and SIGTERM stop it gracefully. `/healthz` and `/readyz`
 //! ([`super::observe`]) answer without a token, and on a connection let in
-//! past the total for them alone.
+//! past the total for them alone. A request to `/mcp` runs through its
+//! steps as plain calls in one future ([`McpPath`]), anything else through
+//! a router.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::challenge;
-use super::connections::{Admitted, ConnectionLimits};
-use super::http_reads::{HttpReads, answer_reads};
+use super::connections::ConnectionLimits;
+use super::gate::{self, Gate};
+use super::http_reads::HttpReads;
 use super::in_flight::{self, InFlight};
-use super::listener::{accept, bearer};
-use super::sessions::{MAX_SESSIONS_PER_CLIENT, SessionOwners};
-use crate::access::{Admission, Client};
+use super::listener::{Serve, accept};
+use super::sessions::SessionOwners;
+use crate::access::Admission;
 use crate::protocol::Observed;
 
 /// How long a graceful stop waits for requests in flight.
@@ -48,7 +50,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the connections left then get to close, once their sessions
 /// and streams have been ended.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
-const SESSION_HEADER: &str = "mcp-session-id";
+/// Where the MCP endpoint is served.
+const MCP_PATH: &str = "/mcp";
 /// How long a session may go unused unless the operator says.
 pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
 
@@ -68,12 +71,6 @@ pub struct HttpOptions {
     pub connections: ConnectionLimits,
     /// How long a session may go unused before it ends.
     pub session_idle: Duration,
-}
-
-/// What the authenticating layer needs.
-struct Gate {
-    access: Arc<Admission>,
-    sessions: SessionOwners,
 }
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -129,28 +126,91 @@ impl Endpoint {
         }
     }
 
-    /// The routes that serve `server` at `/mcp`.
-    pub(crate) fn routes(&self, server: Observed, reads: ReadsBeside) -> axum::Router {
+    /// What serves `server` at `/mcp`, with the clients of `gate` (anyone
+    /// without one), counting its requests in `in_flight`.
+    pub(crate) fn path(
+        &self,
+        server: Observed,
+        reads: ReadsBeside,
+        gate: Option<Gate>,
+        in_flight: Arc<InFlight>,
+    ) -> McpPath {
         let handler = server.clone();
-        let service = Arc::new(StreamableHttpService::new(
+        let rmcp = StreamableHttpService::new(
             move || Ok(handler.for_session()),
             self.sessions.clone(),
             self.config.clone(),
-        ));
-        // Shared, not cloned: every layer above clones the route it wraps
-        // for each request, and rmcp's service is a clone of its whole
-        // configuration.
-        let rmcp = axum::routing::any(move |request: Request| {
-            let service = service.clone();
-            async move { service.handle(request).await }
-        });
-        let router = axum::Router::new().nest_service("/mcp", rmcp);
-        match reads {
-            ReadsBeside::Answered => {
-                let beside = HttpReads::new(server, self.sessions.clone(), self.hosts.clone());
-                router.layer(axum::middleware::from_fn_with_state(beside, answer_reads))
+        );
+        let reads = (reads == ReadsBeside::Answered)
+            .then(|| HttpReads::new(server, self.sessions.clone(), self.hosts.clone()));
+        McpPath {
+            rmcp,
+            reads,
+            gate,
+            in_flight,
+        }
+    }
+}
+
+/// The MCP endpoint's steps, each a plain call, so that a request runs
+/// through them all in one future, with no router between them and no
+/// service cloned for it: counted in flight, let in as its client, and a
+/// read answered beside rmcp, any other request by rmcp.
+pub(crate) struct McpPath {
+    rmcp: StreamableHttpService<Observed, LocalSessionManager>,
+    reads: Option<Arc<HttpReads>>,
+    gate: Option<Gate>,
+    in_flight: Arc<InFlight>,
+}
+
+impl McpPath {
+    /// The answer to `request`, whose body is paced by the caller.
+    pub(crate) async fn serve(&self, request: Request) -> Response {
+        in_flight::counted(&self.in_flight, request, |request| self.let_in(request)).await
+    }
+
+    async fn let_in(&self, request: Request) -> Response {
+        match &self.gate {
+            Some(gate) => gate::authenticate(gate, request, |request| self.answer(request)).await,
+            None => self.answer(request).await,
+        }
+    }
+
+    async fn answer(&self, request: Request) -> Response {
+        match &self.reads {
+            Some(reads) => {
+                reads
+                    .answer_or(request, |request| self.answer_by_rmcp(request))
+                    .await
             }
-            ReadsBeside::LeftToRmcp => router,
+            None => self.answer_by_rmcp(request).await,
+        }
+    }
+
+    async fn answer_by_rmcp(&self, request: Request) -> Response {
+        self.rmcp.handle(request).await.map(Body::new)
+    }
+}
+
+/// The MCP port: `/mcp` (and any path below it, as rmcp serves one
+/// endpoint) on its own steps, anything else (the probes, OAuth metadata,
+/// 404) by a router.
+struct Front {
+    mcp: McpPath,
+    rest: axum::Router,
+}
+
+impl Serve for Front {
+    async fn serve(&self, request: Request) -> Response {
+        let path = request.uri().path();
+        if path == MCP_PATH
+            || path
+                .strip_prefix(MCP_PATH)
+                .is_some_and(|below| below.starts_with('/'))
+        {
+            self.mcp.serve(request).await
+        } else {
+            self.rest.serve(request).await
         }
     }
 }
@@ -170,33 +230,23 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
         options.session_idle,
         &shutdown,
     );
-    let sessions = endpoint.sessions.clone();
-    let mut router = endpoint.routes(server, ReadsBeside::Answered);
-    if let Some(access) = options.access {
-        let metadata = access.oauth.as_ref().map(challenge::metadata_routes);
-        let gate = Arc::new(Gate {
-            access,
-            sessions: SessionOwners::new(sessions),
-        });
-        router = router.layer(axum::middleware::from_fn_with_state(gate, authenticate));
-        if let Some(metadata) = metadata {
-            router = router.merge(metadata);
+    let mut rest = super::observe::probes();
+    let gate = options.access.map(|access| {
+        if let Some(oauth) = &access.oauth {
+            rest = std::mem::take(&mut rest).merge(challenge::metadata_routes(oauth));
         }
-    }
+        Gate::new(access, SessionOwners::new(endpoint.sessions.clone()))
+    });
     let in_flight = Arc::new(InFlight::default());
-    let router = router
-        .layer(axum::middleware::from_fn_with_state(
-            in_flight.clone(),
-            in_flight::count,
-        ))
-        .merge(super::observe::probes());
+    let mcp = endpoint.path(server, ReadsBeside::Answered, gate, in_flight.clone());
+    let front = Front { mcp, rest };
     let listener = TcpListener::bind(options.address)
         .await
         .with_context(|| format!("cannot listen on {}", options.address))?;
     let stop = super::stop_signal()?;
     let bound = listener.local_addr()?;
     tracing::info!("serving MCP over Streamable HTTP at http://{bound}/mcp");
-    let open = accept(listener, router, options.connections, stop).await;
+    let open = accept(listener, front, options.connections, stop).await;
     // Requests in flight are answered whole before their sessions and the
     // streams still open are ended, all within the one deadline.
     tracing::info!("stopping: finishing requests in flight");
@@ -215,85 +265,4 @@ pub async fn serve_http(server: Observed, options: HttpOptions) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Lets a request in as the client whose bearer token it carries, without
-/// the token, or answers with a challenge naming what was wrong
-/// ([`challenge`]). Its connection counts as that client's from now: past
-/// the client's share, the client's connection that has waited longest is
-/// closed to make room, and when all of them are busy with requests the
-/// request is answered 429 and its connection closed. A request on a
-/// session another client opened is answered 404, as for a session that
-/// does not exist.
-async fn authenticate(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
-    let presented = bearer(request.headers()).map(str::to_owned);
-    let oauth = gate.access.oauth.as_ref();
-    let Some(token) = presented else {
-        return challenge::refusal(oauth, None);
-    };
-    let client = match gate.access.admit(&token).await {
-        Ok(client) => client,
-        Err(refusal) => {
-            tracing::warn!("refused a request: {refusal}");
-            return challenge::refusal(oauth, Some(&refusal));
-        }
-    };
-    if let Some(admitted) = request.extensions().get::<Arc<Admitted>>()
-        && let Err(share) = admitted.attribute(&client.name)
-    {
-        return (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(header::CONNECTION, "close")],
-            format!(
-                "client {} holds {share} connections busy with requests, the most one client may hold; finish one first\n",
-                client.name
-            ),
-        )
-            .into_response();
-    }
-    request.headers_mut().remove(header::AUTHORIZATION);
-    let session = request
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned);
-    if let Some(id) = &session
-        && !gate.sessions.may_use(id, &client.name)
-    {
-        tracing::warn!(client = %client.name, "refused a request on a session another client opened");
-        return (StatusCode::NOT_FOUND, "session not found").into_response();
-    }
-    let closing = request.method() == axum::http::Method::DELETE;
-    request.extensions_mut().insert(client.clone());
-    let response = next.run(request).await;
-    match session {
-        Some(id) if closing && response.status().is_success() => gate.sessions.unbind(&id),
-        Some(_) => {}
-        None => return bind_new_session(&gate, &client, response).await,
-    }
-    response
-}
-
-/// Binds the session a response opened (if it opened one) to `client`, or
-/// answers 429 when the client holds its most sessions already.
-async fn bind_new_session(gate: &Gate, client: &Client, response: Response) -> Response {
-    let Some(id) = response
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|value| value.to_str().ok())
-    else {
-        return response;
-    };
-    if gate.sessions.bind(id, &client.name).await {
-        return response;
-    }
-    tracing::warn!(client = %client.name, "refused a session: the client holds {MAX_SESSIONS_PER_CLIENT} already");
-    (
-        StatusCode::TOO_MANY_REQUESTS,
-        format!(
-            "client {} holds {MAX_SESSIONS_PER_CLIENT} sessions, the most allowed; close one first",
-            client.name
-        ),
-    )
-        .into_response()
 }

@@ -46,9 +46,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -303,44 +302,48 @@ impl HttpReads {
             }
         }
     }
-}
 
-/// Answers a read here when it may be ([`HttpReads`]); hands anything else
-/// on, whole.
-pub async fn answer_reads(
-    State(reads): State<Arc<HttpReads>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let (parts, body) = request.into_parts();
-    if !reads.may_answer(&parts.method, &parts.headers) {
-        if parts.method == Method::DELETE
-            && let Some(session) = single(&parts.headers, SESSION_HEADER)
-        {
-            reads.refreshed().when.remove(session);
+    /// Answers a read here when it may be; hands anything else to
+    /// `elsewhere` (rmcp), whole.
+    pub async fn answer_or<Answer>(
+        &self,
+        request: Request,
+        elsewhere: impl FnOnce(Request) -> Answer,
+    ) -> Response
+    where
+        Answer: Future<Output = Response>,
+    {
+        let (parts, body) = request.into_parts();
+        if !self.may_answer(&parts.method, &parts.headers) {
+            if parts.method == Method::DELETE
+                && let Some(session) = single(&parts.headers, SESSION_HEADER)
+            {
+                self.refreshed().when.remove(session);
+            }
+            return elsewhere(Request::from_parts(parts, body)).await;
         }
-        return next.run(Request::from_parts(parts, body)).await;
-    }
-    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES as usize).await {
-        Ok(body) => body,
-        Err(error) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("cannot read the request body: {error}\n"),
-            )
-                .into_response();
+        let body = match axum::body::to_bytes(body, MAX_BODY_BYTES as usize).await {
+            Ok(body) => body,
+            Err(error) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read the request body: {error}\n"),
+                )
+                    .into_response();
+            }
+        };
+        // A session's read waits for the session only once it is known to
+        // be a read: any other request goes to rmcp, which keeps the
+        // session alive.
+        match self.read_in(&parts.headers, &body) {
+            Some((read, unreached))
+                if !parts.headers.contains_key(SESSION_HEADER)
+                    || self.session_runs(&parts.headers).await =>
+            {
+                self.answer(read, unreached, parts).await
+            }
+            _ => elsewhere(Request::from_parts(parts, Body::from(body))).await,
         }
-    };
-    // A session's read waits for the session only once it is known to be
-    // a read: any other request goes to rmcp, which keeps the session alive.
-    match reads.read_in(&parts.headers, &body) {
-        Some((read, unreached))
-            if !parts.headers.contains_key(SESSION_HEADER)
-                || reads.session_runs(&parts.headers).await =>
-        {
-            reads.answer(read, unreached, parts).await
-        }
-        _ => next.run(Request::from_parts(parts, Body::from(body))).await,
     }
 }
 

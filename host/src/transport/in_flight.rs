@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::Method;
-use axum::middleware::Next;
 use axum::response::Response;
 use hyper::body::{Frame, SizeHint};
 
@@ -23,24 +22,26 @@ const LISTEN: &str = "subscriptions/listen";
 /// The requests a listener is answering.
 pub use crate::under_way::UnderWay as InFlight;
 
-/// Counts `request` until its response's body has been sent or dropped.
-pub async fn count(
-    State(in_flight): State<Arc<InFlight>>,
+/// Serves `request` with `serve`, counted until its response's body has
+/// been sent or dropped.
+pub async fn counted<Answer>(
+    in_flight: &Arc<InFlight>,
     request: Request,
-    next: Next,
-) -> Response {
+    serve: impl FnOnce(Request) -> Answer,
+) -> Response
+where
+    Answer: Future<Output = Response>,
+{
     let streams = request.method() == Method::GET
         || request
             .headers()
             .get(METHOD_HEADER)
             .is_some_and(|method| method == LISTEN);
     if streams {
-        return next.run(request).await;
+        return serve(request).await;
     }
     let counted = in_flight.start();
-    next.run(request)
-        .await
-        .map(|body| until_sent(body, counted))
+    serve(request).await.map(|body| until_sent(body, counted))
 }
 
 /// `body`, holding `guard` until it is dropped: once hyper has sent it

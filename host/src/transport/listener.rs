@@ -5,16 +5,22 @@
 //! due within [`HEADER_TIMEOUT`], bodies paced ([`super::pacing`]), and a
 //! graceful stop; and the bearer token a request carries. Each request
 //! carries its connection's [`Admitted`] among its extensions, through
-//! which the layers tell when the connection waits and whose it is.
+//! which the steps that serve it tell when the connection waits and whose
+//! it is.
 
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::http::{HeaderMap, Request, header};
+use axum::response::Response;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tower::ServiceExt;
 
 use super::connections::{Admitted, ConnectionLimits, Connections};
 use super::pacing;
@@ -30,12 +36,11 @@ const FIRST_READ_WAIT: Duration = Duration::from_millis(10);
 /// paced; returns the connections still open.
 pub(super) async fn accept(
     listener: TcpListener,
-    router: axum::Router,
+    service: impl Serve,
     limits: ConnectionLimits,
-    stop: impl std::future::Future<Output = ()>,
+    stop: impl Future<Output = ()>,
 ) -> GracefulShutdown {
-    let router = router.layer(axum::middleware::from_fn(pacing::pace_body));
-    let service = TowerToHyperService::new(router);
+    let service = Arc::new(service);
     let connections = Connections::new(limits);
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -108,25 +113,39 @@ pub(super) async fn accept(
     graceful
 }
 
+/// What a listener serves: a request, whose body [`accept`] paces, to its
+/// answer.
+pub(super) trait Serve: Send + Sync + 'static {
+    fn serve(&self, request: Request<Body>) -> impl Future<Output = Response> + Send;
+}
+
+impl Serve for axum::Router {
+    async fn serve(&self, request: Request<Body>) -> Response {
+        match self.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+}
+
 /// A connection's service: each request carries the connection's
-/// [`Admitted`] among its extensions.
+/// [`Admitted`] among its extensions, and its body is paced.
 struct Tagged<S> {
-    inner: S,
+    inner: Arc<S>,
     admitted: Arc<Admitted>,
 }
 
-impl<S, B> hyper::service::Service<Request<B>> for Tagged<S>
-where
-    S: hyper::service::Service<Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
+impl<S: Serve> hyper::service::Service<Request<Incoming>> for Tagged<S> {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
-    fn call(&self, mut request: Request<B>) -> Self::Future {
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
         self.admitted.headers_arrived();
+        let mut request = request.map(Body::new);
         request.extensions_mut().insert(self.admitted.clone());
-        hyper::service::Service::call(&self.inner, request)
+        let inner = self.inner.clone();
+        Box::pin(async move { Ok(pacing::paced(request, |request| inner.serve(request)).await) })
     }
 }
 

@@ -8,6 +8,7 @@
 mod challenge;
 mod connections;
 mod direct;
+mod gate;
 pub(crate) mod http;
 mod http_reads;
 mod in_flight;

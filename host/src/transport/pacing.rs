@@ -6,7 +6,7 @@
 //! and its connection closed, while a large body on a slow but steady link
 //! arrives whole.
 //!
-//! The layer also tells the connection's table ([`super::connections`])
+//! Pacing also tells the connection's table ([`super::connections`])
 //! when the connection has progressed: once the request's body has
 //! arrived whole (at once for a request without one), or its response is
 //! ready, the connection is active; once the response is sent or dropped,
@@ -23,7 +23,6 @@ use std::time::Duration;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
@@ -40,11 +39,14 @@ pub const MIN_BODY_RATE: u64 = 4096;
 /// The longest any body may take, however much of it arrived early.
 pub const MAX_BODY_TIME: Duration = Duration::from_secs(60);
 
-/// Serves the request with its body paced; answers 408, closing the
-/// connection, when the body fell behind. Tells the connection's table
+/// Serves the request with `serve`, its body paced; answers 408, closing
+/// the connection, when the body fell behind. Tells the connection's table
 /// when the connection progressed and when it waits again; answers a
 /// connection let in for the probes alone only for them.
-pub async fn pace_body(request: Request, next: Next) -> Response {
+pub async fn paced<Answer>(request: Request, serve: impl FnOnce(Request) -> Answer) -> Response
+where
+    Answer: Future<Output = Response>,
+{
     let admitted = request.extensions().get::<Arc<Admitted>>().cloned();
     let probe_only = admitted
         .as_ref()
@@ -65,7 +67,7 @@ pub async fn pace_body(request: Request, next: Next) -> Response {
         }
         Body::new(Paced::new(body, late.clone(), progress))
     });
-    let mut response = next.run(request).await;
+    let mut response = serve(request).await;
     if late.load(Ordering::Acquire) {
         tracing::warn!("cut off a request whose body arrived too slowly");
         response = (
