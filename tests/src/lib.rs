@@ -583,6 +583,24 @@ impl RawServer {
         Ok(id)
     }
 
+    /// Sends a read of each of `uris` without waiting, in one write, so
+    /// that the server reads them in one go; returns their ids.
+    pub async fn send_reads_together(&mut self, uris: &[&str]) -> Result<Vec<u64>> {
+        let mut ids = Vec::new();
+        let mut lines = String::new();
+        for uri in uris {
+            ids.push(self.next_id);
+            let params = json!({ "uri": uri });
+            let request = json!({ "jsonrpc": "2.0", "id": self.next_id, "method": "resources/read", "params": params });
+            lines.push_str(&format!("{request}\n"));
+            self.next_id += 1;
+        }
+        let stdin = self.stdin.as_mut().context("stdin is closed")?;
+        stdin.write_all(lines.as_bytes()).await?;
+        stdin.flush().await?;
+        Ok(ids)
+    }
+
     /// Sends a read of `uri` without waiting; returns its id.
     pub async fn send_read(&mut self, uri: &str) -> Result<u64> {
         self.send("resources/read", json!({ "uri": uri })).await

@@ -8,7 +8,10 @@
 //! runs on the threads that serve them, and one plugin's calls run on at
 //! most a plugins' thread a core, of one more. One answer of the thousands may come later, within 100 ms:
 //! the machine's scheduler, not the attack (a host call on a serving thread
-//! would hold back every answer asked while it runs).
+//! would hold back every answer asked while it runs). And over stdio, a
+//! read of another plugin sent in the same write as a fill is answered
+//! before the fill ends: the reads stdin gives in one go are run in place
+//! in a batch for each plugin's scheme.
 
 use std::time::{Duration, Instant};
 
@@ -160,5 +163,47 @@ async fn no_other_client_waits_50_ms_for_host_calls_or_instructions_no_tick_inte
             "under {attack}, another client waited past {WORST:?} more than once, or past {ONE_LATE:?}: {slowest:?}"
         );
     }
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_read_sent_together_with_a_fill_is_answered_before_the_fill_ends() {
+    let folder = Folder::new();
+    folder
+        .plugin("notes", "notes")
+        .plugin("filler", "liar")
+        .manifest("filler", "[limits]\ntimeout_ms = 20000\ncpu_ms = 30000\n");
+    let mut server = RawServer::start(folder.path(), &[]).unwrap();
+    server.initialize("2025-11-25").await.unwrap();
+    // Warm: each plugin has an idle instance, so the fill starts at once,
+    // in place, where the read behind it would wait for its thread.
+    server.read_text("notes://notes/welcome").await;
+    server.read_text("filler://honest").await;
+
+    for round in 0..3 {
+        let ids = server
+            .send_reads_together(&["filler://fill", "notes://notes/welcome"])
+            .await
+            .unwrap();
+        let (fill, read) = (ids[0], ids[1]);
+        let answer = server.response(read).await.unwrap();
+        assert!(
+            answer["result"]["contents"][0]["text"]
+                .as_str()
+                .is_some_and(|text| text.starts_with("# Welcome")),
+            "{answer}"
+        );
+        assert!(
+            !server.has_answered(fill),
+            "round {round}: the read of notes sent with a fill of another plugin waited for the fill's answer"
+        );
+        let filled = server.response(fill).await.unwrap();
+        assert_eq!(
+            filled["result"]["contents"][0]["text"],
+            json!(format!("filled {}", 224 << 20)),
+            "{filled}"
+        );
+    }
+    server.read_text("notes://notes/welcome").await;
     server.stop().await.unwrap();
 }

@@ -97,13 +97,14 @@ fn read_result(read: Read) -> ReadResourceResult {
 }
 
 impl ResmuxServer {
-    /// Whether a read of `uri` (as the client spelt it) would call a plugin
-    /// that runs its calls where they are made: a hint of where the read
-    /// is best started, false when in doubt (a scheme spelt in capitals, no
-    /// plugin).
-    pub fn read_runs_in_place(&self, uri: &str) -> bool {
+    /// The scheme of `uri` (as the client spelt it), if a read of it would
+    /// call a plugin that runs its calls where they are made: a hint of
+    /// where the read is best started, none when in doubt (a scheme spelt
+    /// in capitals, no plugin).
+    pub fn in_place_scheme<'uri>(&self, uri: &'uri str) -> Option<&'uri str> {
         uri.split_once(':')
-            .is_some_and(|(scheme, _)| self.namespace.calls_run_in_place(scheme))
+            .map(|(scheme, _)| scheme)
+            .filter(|scheme| self.namespace.calls_run_in_place(scheme))
     }
 
     /// Serves `namespace` with `options`.

@@ -66,9 +66,9 @@ impl Observed {
         }
     }
 
-    /// [`ResmuxServer::read_runs_in_place`].
-    pub fn read_runs_in_place(&self, uri: &str) -> bool {
-        self.server.read_runs_in_place(uri)
+    /// [`ResmuxServer::in_place_scheme`].
+    pub fn in_place_scheme<'uri>(&self, uri: &'uri str) -> Option<&'uri str> {
+        self.server.in_place_scheme(uri)
     }
 
     /// The handler of one new session.

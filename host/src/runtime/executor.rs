@@ -3,8 +3,9 @@
 //! granted files (and `locate`'s), and for the calls placed on threads of
 //! their own by plugins whose grants are not placed (`super::placement`
 //! runs the rest on each plugin's own threads, lowered alike). The reads
-//! the stdio transport gathers are answered here too, each batch in one
-//! task (`transport::stdio::Batch`), their calls on the same thread
+//! the stdio transport gathers are answered here too, each batch (the
+//! reads of one scheme) in one task (`transport::stdio::Batch`), their
+//! calls on the same thread
 //! ([`on_plugin_thread`]). It also says how many of its workers one
 //! plugin's calls may hold at once ([`one_plugins_workers`]), and how many
 //! workers the runtime that serves the protocol gets ([`protocol_workers`]),

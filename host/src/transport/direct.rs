@@ -127,11 +127,11 @@ impl Service<RoleServer> for PeerHandover {
 )]
 pub enum Routed {
     /// A read, answered by `answer` (`None` if it was cancelled), whose
-    /// plugin runs its calls where they are made if `in_place`
-    /// ([`Observed::read_runs_in_place`]).
+    /// plugin runs its calls where they are made if it has an
+    /// `in_place_scheme` ([`Observed::in_place_scheme`]).
     Read {
         answer: BoxFuture<'static, Option<Answered>>,
-        in_place: bool,
+        in_place_scheme: Option<String>,
     },
     /// Anything else, to rmcp's loop.
     Passed(ClientJsonRpcMessage),
@@ -228,7 +228,10 @@ impl DirectReads {
                 request: ClientRequest::ReadResourceRequest(read),
                 ..
             }) => Routed::Read {
-                in_place: self.handler.read_runs_in_place(&read.params.uri),
+                in_place_scheme: self
+                    .handler
+                    .in_place_scheme(&read.params.uri)
+                    .map(str::to_owned),
                 answer: self.begin_read(id, ClientRequest::ReadResourceRequest(read), peer.clone()),
             },
             other => {

@@ -16,10 +16,12 @@
 //! transport hands them to [`DirectReads`], and each runs until it first
 //! waits where it costs the fewest wakes ([`start_read`]):
 //! - a read of a plugin whose calls run where they are made (one without
-//!   file grants) is gathered with the others of what stdin gives in one
-//!   go, and they go to a plugin thread together ([`Batch`]), which runs
-//!   them there and writes their answers itself: one read costs no thread
-//!   a wake of its own;
+//!   file grants) is gathered with the others of its scheme that stdin
+//!   gives in one go, and they go to a plugin thread together ([`Batch`]),
+//!   which runs them there and writes their answers itself: one read costs
+//!   no thread a wake of its own, and a plugin whose call holds its thread
+//!   (one instruction no epoch tick interrupts) holds back no read of
+//!   another scheme;
 //! - any other read starts right here, in the loop that reads stdin, since
 //!   its plugin call goes to a thread of its own anyway: handed to a
 //!   plugin thread first, it would cost one more wake (a C plugin with a
@@ -102,8 +104,9 @@ pub struct Stdio<R, W> {
     /// The reads `reads` is answering in tasks, and the tasks writing
     /// queued answers: waited for before stdout closes.
     answering: TaskTracker,
-    /// The reads decoded since stdin last ran dry, not yet handed over.
-    batch: Vec<Answer>,
+    /// The reads decoded since stdin last ran dry, not yet handed over: a
+    /// batch for each scheme.
+    batches: Vec<(String, Vec<Answer>)>,
     /// What is left of [`INLINE_BUDGET`] for starting reads here since
     /// stdin last ran dry.
     here_left: Duration,
@@ -149,7 +152,7 @@ where
             reads,
             stop,
             answering: TaskTracker::new(),
-            batch: Vec::new(),
+            batches: Vec::new(),
             here_left: INLINE_BUDGET,
             lines: FramedRead::new(input, Lines::default()),
             outbox: Arc::new(Outbox {
@@ -162,20 +165,29 @@ where
         }
     }
 
-    /// Hands the reads decoded so far to a plugin thread, as one
-    /// [`Batch`]. Called whenever stdin has nothing more to give for now,
-    /// and before the loop waits or hands a message to rmcp's loop.
-    fn hand_over_reads(&mut self) {
-        if self.batch.is_empty() {
-            return;
+    /// Adds `answer`, a read of a plugin mounted at `scheme` that runs its
+    /// calls where they are made, to that scheme's batch.
+    fn gather(&mut self, scheme: String, answer: Answer) {
+        match self.batches.iter_mut().find(|(of, _)| *of == scheme) {
+            Some((_, reads)) => reads.push(answer),
+            None => self.batches.push((scheme, vec![answer])),
         }
-        let batch = Batch {
-            reads: std::mem::take(&mut self.batch),
-            outbox: self.outbox.clone(),
-            answering: self.answering.clone(),
-        };
-        self.answering
-            .spawn_on(batch.answer(), &runtime::plugin_threads());
+    }
+
+    /// Hands the reads decoded so far to the plugins' threads, a
+    /// [`Batch`] for each scheme. Called whenever stdin has nothing more to
+    /// give for now, and before the loop waits or hands a message to
+    /// rmcp's loop.
+    fn hand_over_reads(&mut self) {
+        for (_, reads) in self.batches.drain(..) {
+            let batch = Batch {
+                reads,
+                outbox: self.outbox.clone(),
+                answering: self.answering.clone(),
+            };
+            self.answering
+                .spawn_on(batch.answer(), &runtime::plugin_threads());
+        }
     }
 
     /// Makes sure a task is on its way to write what is queued, if anything
@@ -288,11 +300,11 @@ where
                     }
                     Routed::Read {
                         answer,
-                        in_place: true,
-                    } => self.batch.push(answer),
+                        in_place_scheme: Some(scheme),
+                    } => self.gather(scheme, answer),
                     Routed::Read {
                         answer,
-                        in_place: false,
+                        in_place_scheme: None,
                     } => {
                         let started =
                             start_read(answer, &mut self.here_left, &self.outbox, &self.answering);
@@ -344,17 +356,20 @@ where
 /// A read's answer, `None` if it was cancelled.
 type Answer = BoxFuture<'static, Option<Answered>>;
 
-/// The reads of what stdin gave in one go whose plugins run their calls
-/// where they are made, answered together on a plugin thread: one task,
-/// and one thread woken, for all of them. Each read runs
+/// The reads of one scheme in what stdin gave in one go, whose plugin runs
+/// its calls where they are made, answered together on a plugin thread:
+/// one task, and one thread woken, for all of them. Each read runs
 /// there until it first waits (most are answered by then: their plugin
 /// calls run on this same thread, with no task of their own); a read that
 /// waits (for an instance, a thread of its own, a file operation, or the
 /// next epoch tick, at most `EPOCH_TICK` into the plugin's code) goes on in
 /// a task of its own. Once [`INLINE_BUDGET`] is spent, the rest go straight
 /// to tasks, which the plugins' other threads may take, so that reads of
-/// slow plugins hold up those behind them by at most the budget and the one
-/// read that overran it. The answers ready at the end leave in one write.
+/// a slow plugin hold up those behind them by at most the budget and the
+/// one read that overran it; a read that overran it (one instruction no
+/// tick interrupts runs to its end) holds up only reads of its own scheme,
+/// as every scheme has a batch of its own. The answers ready at the end
+/// leave in one write.
 struct Batch<W> {
     reads: Vec<Answer>,
     outbox: Arc<Outbox<W>>,

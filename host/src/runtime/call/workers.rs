@@ -10,7 +10,8 @@
 //! or given up on (after the share is given back), the calls of a second
 //! plugin (each has a share of its own), and a read the stdio transport
 //! runs in place (`transport::stdio::Batch`), which holds back the reads
-//! behind it in its batch, and a task it just made, for as long as it runs.
+//! behind it in its batch (of its own scheme), and a task it just made,
+//! for as long as it runs.
 //!
 //! A call counts while its work is being run, not while it waits (for its
 //! turn, a clock or an answer): past the share, it waits until one of its
