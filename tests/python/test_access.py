@@ -1,6 +1,7 @@
 """Access control over HTTP: bearer tokens from a tokens file, each client
 seeing only its schemes in listings, templates, reads, completion and
-subscriptions alike; 401 with a challenge otherwise; a rate limit on reads;
+subscriptions alike; 401 with a challenge otherwise, on `/mcp` and any
+path below it (no other path serves MCP); a rate limit on reads;
 the tool bridge held to the same rules; and the audit log of every read."""
 
 import asyncio
@@ -47,6 +48,19 @@ def test_no_token_or_a_bad_one_gets_401_with_a_challenge(guarded):
     assert 'error="invalid_token"' in headers["WWW-Authenticate"]
     status, _ = post_initialize(guarded.url, {"Authorization": f"Bearer {ALICE}"})
     assert status == 200
+
+
+def test_every_path_below_mcp_is_guarded_and_no_other_path_is_served(guarded):
+    base = guarded.url.removesuffix("/mcp")
+    for path in ("/mcp/", "/mcp/x", "/mcp//x", "/mcp?x=1"):
+        status, headers = post_initialize(base + path, {})
+        assert (status, headers["WWW-Authenticate"]) == (401, 'Bearer realm="resmux"'), path
+        status, _ = post_initialize(base + path, {"Authorization": f"Bearer {ALICE}"})
+        assert status == 200, path
+    for path in ("/mcpx", "/MCP", "/mc%70", "/", "/healthzx"):
+        status, headers = post_initialize(base + path, {"Authorization": f"Bearer {ALICE}"})
+        assert status == 404, path
+        assert "WWW-Authenticate" not in headers, path
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
