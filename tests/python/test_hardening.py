@@ -6,7 +6,9 @@ for a newcomer. Flooding the MCP port or the metrics listener with stalled
 connections, or an authenticated client trickling bodies on more
 connections than the cap, from the very address the victim uses
 (127.0.0.1, as behind a load balancer), leaves another client's
-`initialize` and the probes answering, and holds the client to its share."""
+`initialize` and the probes answering, and holds the client to its share.
+When every connection is busy with a request, one more answers the probes
+alone, and MCP with 503."""
 
 import hashlib
 import json
@@ -333,6 +335,60 @@ def test_over_the_cap_the_connection_waiting_longest_makes_room_for_a_newcomer(s
     assert healthz_on(second).startswith(b"HTTP/1.1 200 ")
     for connection in [*held, first, second]:
         connection.close()
+
+
+def event_stream(url, session, source):
+    """A connection from the loopback address `source` holding `session`'s
+    event stream open (a GET of `/mcp`, answered and never ended): busy
+    with a request, it is never closed to make room."""
+    connection = socket.create_connection(address_of(url), timeout=30, source_address=(source, 0))
+    host, port = address_of(url)
+    connection.sendall(
+        (
+            f"GET /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n"
+            f"Mcp-Session-Id: {session['Mcp-Session-Id']}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+        ).encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = connection.recv(4096)
+        assert chunk, head  # closed before its answer's head came
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    return connection
+
+
+def test_when_every_connection_is_busy_one_more_answers_the_probes_alone(serve):
+    # The streams come from another address than the newcomers, so that
+    # the total binds, not the source's share.
+    server = serve(args=("--max-connections", "4"))
+    sessions = [conftest.open_session(server.url) for _ in range(4)]
+    streams = [event_stream(server.url, session, "127.0.0.2") for session in sessions]
+    # Each of these comes on a connection let in past the total, for the
+    # probes alone: MCP, at `/mcp` and below it, is refused with 503.
+    # (A GET: the answer comes before any body is read, and a body left
+    # unread would turn the close into a reset.)
+    for path in ("/mcp", "/mcp/x"):
+        connection = raw_connection(server.url)
+        connection.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n".encode())
+        answer = b""
+        while chunk := connection.recv(4096):
+            answer += chunk
+        connection.close()
+        assert answer.startswith(b"HTTP/1.1 503 "), answer
+        assert b"connection: close\r\n" in answer.lower(), answer
+        assert answer.endswith(b"this one answers only /healthz and /readyz\n"), answer
+    assert answered_within(server.url.replace("/mcp", "/healthz"), 5) == (200, "live\n")
+    # One stream ends: its connection is free, and MCP answers again.
+    streams.pop().close()
+    deadline = time.monotonic() + 10
+    while (answered := conftest.post(server.url, INITIALIZE, {}))[0] == 503 and time.monotonic() < deadline:
+        pass
+    status, _, body = answered
+    assert status == 200, body
+    assert initialize_result(body)["serverInfo"]["name"] == "resmux", body
+    for stream in streams:
+        stream.close()
 
 
 def test_one_client_breaking_a_path_locks_out_nobody_else(serve, tmp_path):
