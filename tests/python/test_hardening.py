@@ -7,8 +7,9 @@ connections, or an authenticated client trickling bodies on more
 connections than the cap, from the very address the victim uses
 (127.0.0.1, as behind a load balancer), leaves another client's
 `initialize` and the probes answering, and holds the client to its share.
-When every connection is busy with a request, one more answers the probes
-alone, and MCP with 503."""
+When every connection is busy with a request, the listener's or one
+source's (a load balancer's), one more answers the probes alone, and MCP
+with 503."""
 
 import hashlib
 import json
@@ -19,6 +20,7 @@ import time
 import urllib.request
 
 import conftest
+import pytest
 from conftest import INITIALIZE, ROOT, logged
 from idp import free_port
 
@@ -358,12 +360,16 @@ def event_stream(url, session, source):
     return connection
 
 
-def test_when_every_connection_is_busy_one_more_answers_the_probes_alone(serve):
-    # The streams come from another address than the newcomers, so that
-    # the total binds, not the source's share.
-    server = serve(args=("--max-connections", "4"))
+@pytest.mark.parametrize("share", ["total", "source"])
+def test_when_every_connection_is_busy_one_more_answers_the_probes_alone(serve, share):
+    # The streams hold every place: of the listener's total (from another
+    # address than the newcomers'), or of the source's share (as behind a
+    # load balancer, whose health checks come from the address of the
+    # streams it carries).
+    total, source = {"total": ("4", "127.0.0.2"), "source": ("64", "127.0.0.1")}[share]
+    server = serve(args=("--max-connections", total, "--max-connections-per-source", "4"))
     sessions = [conftest.open_session(server.url) for _ in range(4)]
-    streams = [event_stream(server.url, session, "127.0.0.2") for session in sessions]
+    streams = [event_stream(server.url, session, source) for session in sessions]
     # Each of these comes on a connection let in past the total, for the
     # probes alone: MCP, at `/mcp` and below it, is refused with 503.
     # (A GET: the answer comes before any body is read, and a body left

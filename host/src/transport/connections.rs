@@ -16,8 +16,10 @@
 //! even one from its own address (behind a load balancer, every client's).
 //! An active connection is never closed to make room: when every place of a
 //! limit is held by active connections, the newcomer is turned away, save
-//! that past the total [`PROBE_RESERVE`] more are let in to answer the
-//! probes alone, so that `/healthz` and `/readyz` answer under any flood.
+//! that [`PROBE_RESERVE`] more are let in to answer the probes alone (past
+//! the total, or past a source's share), so that `/healthz` and `/readyz`
+//! answer under any flood, and to a load balancer whose every connection
+//! is busy with a stream.
 //!
 //! A source is an IPv4 address, or an IPv6 /64 (what one host or one site
 //! is given, so stepping through its addresses gains nothing); an
@@ -203,17 +205,20 @@ impl Connections {
 
     /// Lets in a connection from `peer`, waiting for its request. When its
     /// source holds its share, the source's connection that has waited
-    /// longest is closed to make room; when the listener holds its most,
-    /// the one of all that has waited longest, or the newcomer is let in to
-    /// answer the probes alone (at most [`PROBE_RESERVE`] of them at once,
-    /// and again the one of those that has waited longest makes room). When
-    /// none waits, the newcomer is turned away. Each is logged, at most
-    /// once a second.
+    /// longest is closed to make room, or, none waiting, the newcomer is let
+    /// in to answer the probes alone; when the listener holds its most, the
+    /// one of all that has waited longest, or the newcomer is let in to
+    /// answer the probes alone. Of those there are at most
+    /// [`PROBE_RESERVE`] at once, and again the one of them that has waited
+    /// longest makes room; when none waits, the newcomer is turned away.
+    /// Each is logged, at most once a second.
     pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Option<Place> {
         let source = Source::of(peer.ip());
         let mut open = self.open();
         let mut evicted = Vec::new();
         let held = open.by_source.get(&source).map_or(0, |share| share.held);
+        // Set when the source holds its share, every connection of it busy.
+        let mut source_busy = None;
         if held >= self.limits.per_source {
             let reason =
                 format!("source {source} holds {held} connections, the most one source may hold");
@@ -222,33 +227,36 @@ impl Connections {
                 .and_then(|id| open.evict(id))
             {
                 Some(gone) => evicted.push((gone, reason)),
-                None => return refuse(open, peer, &reason),
+                None => source_busy = Some(reason),
             }
         }
         // A connection closed above for the source was either counted
         // against the total, which has room now, or a probe's, whose
         // reserve has room now: nobody is closed for a newcomer then
         // turned away.
-        let probe_only = if open.regular < self.limits.total {
-            false
-        } else {
-            let reason = format!(
-                "{} connections are open, the most allowed",
-                self.limits.total
-            );
-            if let Some(gone) = open.oldest_waiting(false).and_then(|id| open.evict(id)) {
-                evicted.push((gone, reason));
-                false
-            } else if open.probes < PROBE_RESERVE {
+        let probe_only = match source_busy {
+            // A source whose connections are all busy (a load balancer's,
+            // every one of them streaming) still gets its probes answered.
+            Some(reason) => {
+                if !open.probe_room(&mut evicted, &reason) {
+                    return refuse(open, peer, &reason);
+                }
                 true
-            } else if let Some(gone) = open.oldest_waiting(true).and_then(|id| open.evict(id)) {
-                evicted.push((
-                    gone,
-                    format!("{reason}, and the {PROBE_RESERVE} kept for probes are taken"),
-                ));
-                true
-            } else {
-                return refuse(open, peer, &reason);
+            }
+            None if open.regular < self.limits.total => false,
+            None => {
+                let reason = format!(
+                    "{} connections are open, the most allowed",
+                    self.limits.total
+                );
+                if let Some(gone) = open.oldest_waiting(false).and_then(|id| open.evict(id)) {
+                    evicted.push((gone, reason));
+                    false
+                } else if open.probe_room(&mut evicted, &reason) {
+                    true
+                } else {
+                    return refuse(open, peer, &reason);
+                }
             }
         };
         let (id, token) = open.insert(peer, source, probe_only);
@@ -414,6 +422,23 @@ impl Drop for Place {
 }
 
 impl Open {
+    /// Whether a place kept for the probes is free, or is freed by closing
+    /// the one of them that has waited longest (added to `evicted`, with
+    /// `reason`).
+    fn probe_room(&mut self, evicted: &mut Vec<(SocketAddr, String)>, reason: &str) -> bool {
+        if self.probes < PROBE_RESERVE {
+            return true;
+        }
+        let Some(gone) = self.oldest_waiting(true).and_then(|id| self.evict(id)) else {
+            return false;
+        };
+        evicted.push((
+            gone,
+            format!("{reason}, and the {PROBE_RESERVE} kept for probes are taken"),
+        ));
+        true
+    }
+
     /// Lets in a connection, waiting from now and counted everywhere: its
     /// id, and what tells its task that it was closed to make room.
     fn insert(
@@ -666,10 +691,10 @@ mod tests {
         let flood: Vec<Place> = (0..3)
             .map(|_| active(&connections, "2001:db8::1"))
             .collect();
-        assert!(
-            connections.admit(peer("2001:db8::2")).is_none(),
-            "the /64 holds its share, all of it active"
-        );
+        // The /64 holds its share, all of it active: one more of it
+        // answers the probes alone.
+        let probe_of_the_flood = admit(&connections, "2001:db8::2");
+        assert!(probe_of_the_flood.admitted().probe_only());
         let others: Vec<Place> = (1..=5)
             .map(|last| active(&connections, &format!("192.0.2.{last}")))
             .collect();
@@ -679,7 +704,7 @@ mod tests {
         assert!(probe.admitted().probe_only());
         drop(flood);
         drop(admit(&connections, "2001:db8::3"));
-        drop((others, probe));
+        drop((others, probe, probe_of_the_flood));
         assert_empty(&connections);
     }
 
