@@ -360,6 +360,22 @@ def event_stream(url, session, source):
     return connection
 
 
+def get_once(url, path):
+    """The whole answer to a GET of `path` on a new connection, which the
+    answer closes. (A GET: a probe-only connection is answered before any
+    body is read, and a body left unread would turn its close into a
+    reset.)"""
+    connection = raw_connection(url)
+    connection.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n".encode()
+    )
+    answer = b""
+    while chunk := connection.recv(4096):
+        answer += chunk
+    connection.close()
+    return answer
+
+
 @pytest.mark.parametrize("share", ["total", "source"])
 def test_when_every_connection_is_busy_one_more_answers_the_probes_alone(serve, share):
     # The streams hold every place: of the listener's total (from another
@@ -372,25 +388,19 @@ def test_when_every_connection_is_busy_one_more_answers_the_probes_alone(serve, 
     streams = [event_stream(server.url, session, source) for session in sessions]
     # Each of these comes on a connection let in past the total, for the
     # probes alone: MCP, at `/mcp` and below it, is refused with 503.
-    # (A GET: the answer comes before any body is read, and a body left
-    # unread would turn the close into a reset.)
     for path in ("/mcp", "/mcp/x"):
-        connection = raw_connection(server.url)
-        connection.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n".encode())
-        answer = b""
-        while chunk := connection.recv(4096):
-            answer += chunk
-        connection.close()
+        answer = get_once(server.url, path)
         assert answer.startswith(b"HTTP/1.1 503 "), answer
         assert b"connection: close\r\n" in answer.lower(), answer
         assert answer.endswith(b"this one answers only /healthz and /readyz\n"), answer
     assert answered_within(server.url.replace("/mcp", "/healthz"), 5) == (200, "live\n")
-    # One stream ends: its connection is free, and MCP answers again.
+    # One stream ends: once resmux sees it closed, its place is free, and
+    # MCP answers again.
     streams.pop().close()
     deadline = time.monotonic() + 10
-    while (answered := conftest.post(server.url, INITIALIZE, {}))[0] == 503 and time.monotonic() < deadline:
+    while get_once(server.url, "/mcp").startswith(b"HTTP/1.1 503 ") and time.monotonic() < deadline:
         pass
-    status, _, body = answered
+    status, body = answered_within(server.url, 5, INITIALIZE)
     assert status == 200, body
     assert initialize_result(body)["serverInfo"]["name"] == "resmux", body
     for stream in streams:

@@ -222,11 +222,17 @@ impl Connections {
         if held >= self.limits.per_source {
             let reason =
                 format!("source {source} holds {held} connections, the most one source may hold");
-            match open
-                .first_waiting(open.by_source.get(&source))
-                .and_then(|id| open.evict(id))
-            {
-                Some(gone) => evicted.push((gone, reason)),
+            match open.source_s_first_waiting(open.by_source.get(&source)) {
+                Some((id, probe_only)) => {
+                    if let Some(gone) = open.evict(id) {
+                        evicted.push((gone, reason.clone()));
+                    }
+                    // None of the source's other connections waits: the
+                    // newcomer takes the probe's place it freed.
+                    if probe_only {
+                        source_busy = Some(reason);
+                    }
+                }
                 None => source_busy = Some(reason),
             }
         }
@@ -588,6 +594,24 @@ impl Open {
         self.waiting.get(stamp).copied()
     }
 
+    /// The connection of a source's `share` that has waited longest, of
+    /// those counted against the total if one of them waits, else of those
+    /// let in for the probes; and whether it was let in for the probes.
+    fn source_s_first_waiting(&self, share: Option<&Share>) -> Option<(u64, bool)> {
+        let waiting = share?.waiting.iter().filter_map(|stamp| {
+            let id = *self.waiting.get(stamp)?;
+            Some((id, self.entries.get(&id)?.probe_only))
+        });
+        let mut first_probe = None;
+        for (id, probe_only) in waiting {
+            if !probe_only {
+                return Some((id, false));
+            }
+            first_probe.get_or_insert((id, true));
+        }
+        first_probe
+    }
+
     /// The connection that has waited longest of those counted against the
     /// total (or, with `probe_only`, of those let in for the probes). The
     /// probes' are at most [`PROBE_RESERVE`], and they are looked for only
@@ -705,6 +729,28 @@ mod tests {
         drop(flood);
         drop(admit(&connections, "2001:db8::3"));
         drop((others, probe, probe_of_the_flood));
+        assert_empty(&connections);
+    }
+
+    #[test]
+    fn a_probe_s_place_freed_for_a_busy_source_takes_its_newcomer_in_for_the_probes_alone() {
+        let connections = Connections::new(ConnectionLimits::new(64, Some(2), None));
+        let busy: Vec<Place> = (0..2).map(|_| active(&connections, "192.0.2.1")).collect();
+        let probe = admit(&connections, "192.0.2.1");
+        assert!(probe.admitted().probe_only());
+        // The probe, answered, waits; the source's other two are busy: the
+        // newcomer takes the probe's place, not a third regular one.
+        let newcomer = admit(&connections, "192.0.2.1");
+        assert!(evicted(&probe) && newcomer.admitted().probe_only());
+        assert!(busy.iter().all(|place| !evicted(place)));
+        // Once one of the busy two waits, it makes room, and the next
+        // newcomer gets a regular place.
+        busy[0].admitted().idle();
+        let regular = admit(&connections, "192.0.2.1");
+        assert!(evicted(&busy[0]) && !regular.admitted().probe_only());
+        assert!(!evicted(&newcomer));
+        assert_eq!(connections.open().regular, 2);
+        drop((busy, probe, newcomer, regular));
         assert_empty(&connections);
     }
 
