@@ -205,8 +205,9 @@ impl Connections {
 
     /// Lets in a connection from `peer`, waiting for its request. When its
     /// source holds its share, the source's connection that has waited
-    /// longest is closed to make room, or, none waiting, the newcomer is let
-    /// in to answer the probes alone; when the listener holds its most, the
+    /// longest (one counted against the total first) is closed to make
+    /// room, or, none waiting but one let in for the probes, or none at
+    /// all, the newcomer is let in to answer the probes alone; when the listener holds its most, the
     /// one of all that has waited longest, or the newcomer is let in to
     /// answer the probes alone. Of those there are at most
     /// [`PROBE_RESERVE`] at once, and again the one of them that has waited
