@@ -574,11 +574,17 @@ impl RawServer {
         Ok(message)
     }
 
-    /// Sends a request without waiting; returns its id.
-    pub async fn send(&mut self, method: &str, params: Value) -> Result<u64> {
+    /// The next request, with its id.
+    fn next_request(&mut self, method: &str, params: Value) -> (u64, Value) {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        (id, request)
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub async fn send(&mut self, method: &str, params: Value) -> Result<u64> {
+        let (id, request) = self.next_request(method, params);
         self.send_line(&request.to_string()).await?;
         Ok(id)
     }
@@ -589,11 +595,9 @@ impl RawServer {
         let mut ids = Vec::new();
         let mut lines = String::new();
         for uri in uris {
-            ids.push(self.next_id);
-            let params = json!({ "uri": uri });
-            let request = json!({ "jsonrpc": "2.0", "id": self.next_id, "method": "resources/read", "params": params });
+            let (id, request) = self.next_request("resources/read", json!({ "uri": uri }));
+            ids.push(id);
             lines.push_str(&format!("{request}\n"));
-            self.next_id += 1;
         }
         let stdin = self.stdin.as_mut().context("stdin is closed")?;
         stdin.write_all(lines.as_bytes()).await?;

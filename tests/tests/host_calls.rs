@@ -175,14 +175,15 @@ async fn a_read_sent_together_with_fills_of_another_plugin_is_answered_before_th
         .manifest("filler", "[limits]\ntimeout_ms = 20000\ncpu_ms = 30000\n");
     let mut server = RawServer::start(folder.path(), &[]).unwrap();
     server.initialize("2025-11-25").await.unwrap();
-    // Warm: each plugin has an idle instance, so the fill starts at once,
-    // in place, where the read behind it would wait for its thread.
     server.read_text("notes://notes/welcome").await;
-    server.read_text("filler://honest").await;
 
     for round in 0..3 {
-        // Two fills: should the first wait before it fills (for an
-        // instance, or a tick), the second may fill in place.
+        // Warm, every round: an idle instance of each plugin, so that the
+        // first fill starts at once, in place, where the read behind it
+        // would wait for its thread.
+        server.read_text("filler://honest").await;
+        // Two fills: should the first still wait before it fills (for a
+        // tick), the second may fill in place.
         let ids = server
             .send_reads_together(&["filler://fill", "filler://fill", "notes://notes/welcome"])
             .await

@@ -223,7 +223,7 @@ impl Connections {
         if held >= self.limits.per_source {
             let reason =
                 format!("source {source} holds {held} connections, the most one source may hold");
-            match open.source_s_first_waiting(open.by_source.get(&source)) {
+            match open.first_waiting(open.by_source.get(&source)) {
                 Some((id, probe_only)) => {
                     if let Some(gone) = open.evict(id) {
                         evicted.push((gone, reason.clone()));
@@ -380,7 +380,7 @@ impl Admitted {
                 format!("client {client} holds {held} connections, the most one client may hold");
             match open
                 .first_waiting(open.by_client.get(client))
-                .and_then(|id| open.evict(id))
+                .and_then(|(id, _)| open.evict(id))
             {
                 Some(gone) => evicted = Some((gone, reason)),
                 None => {
@@ -589,16 +589,12 @@ impl Open {
         Some(entry.peer)
     }
 
-    /// The connection of `share` that has waited longest, if one waits.
-    fn first_waiting(&self, share: Option<&Share>) -> Option<u64> {
-        let stamp = share?.waiting.first()?;
-        self.waiting.get(stamp).copied()
-    }
-
-    /// The connection of a source's `share` that has waited longest, of
-    /// those counted against the total if one of them waits, else of those
-    /// let in for the probes; and whether it was let in for the probes.
-    fn source_s_first_waiting(&self, share: Option<&Share>) -> Option<(u64, bool)> {
+    /// The connection of `share` (a source's, a client's) that has waited
+    /// longest, of those counted against the total if one of them waits,
+    /// else of those let in for the probes; and whether it was let in for
+    /// the probes. (A client's are never the probes': those answer no
+    /// request a client is known by.)
+    fn first_waiting(&self, share: Option<&Share>) -> Option<(u64, bool)> {
         let waiting = share?.waiting.iter().filter_map(|stamp| {
             let id = *self.waiting.get(stamp)?;
             Some((id, self.entries.get(&id)?.probe_only))

@@ -11,11 +11,10 @@ use axum::response::{IntoResponse, Response};
 
 use super::challenge;
 use super::connections::Admitted;
+use super::http_reads::SESSION_HEADER;
 use super::listener::bearer;
 use super::sessions::{MAX_SESSIONS_PER_CLIENT, SessionOwners};
 use crate::access::{Admission, Client};
-
-const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The clients allowed in, and the sessions each holds.
 pub(crate) struct Gate {

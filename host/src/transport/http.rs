@@ -158,7 +158,7 @@ impl Endpoint {
 /// read answered beside rmcp, any other request by rmcp.
 pub(crate) struct McpPath {
     rmcp: StreamableHttpService<Observed, LocalSessionManager>,
-    reads: Option<Arc<HttpReads>>,
+    reads: Option<HttpReads>,
     gate: Option<Gate>,
     in_flight: Arc<InFlight>,
 }

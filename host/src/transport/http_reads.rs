@@ -71,7 +71,7 @@ const REFRESH_SESSION_AFTER: Duration = Duration::from_secs(60);
 /// forgotten; past that, twice as many as were left.
 const REMEMBERED_SESSIONS: usize = 1024;
 
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
@@ -128,7 +128,7 @@ impl HttpReads {
         handler: Observed,
         sessions: Arc<LocalSessionManager>,
         hosts: impl IntoIterator<Item = String>,
-    ) -> Arc<Self> {
+    ) -> Self {
         let peers = ProtocolVersion::KNOWN_VERSIONS
             .iter()
             .map(|version| (version.clone(), Unreached::new(&handler, version)))
@@ -139,7 +139,7 @@ impl HttpReads {
             .map_or(REFRESH_SESSION_AFTER, |idle| {
                 (idle / 4).min(REFRESH_SESSION_AFTER)
             });
-        Arc::new(Self {
+        Self {
             handler,
             peers,
             sessions,
@@ -152,7 +152,7 @@ impl HttpReads {
                 when: HashMap::new(),
                 most: REMEMBERED_SESSIONS,
             }),
-        })
+        }
     }
 
     /// Whether the request's headers let it be answered here, so far as
