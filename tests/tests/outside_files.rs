@@ -5,6 +5,9 @@
 //! names the file and why; `serve` becomes ready, its other plugins serve,
 //! one added later is mounted; `compile`, `check` and `inspect` end with the
 //! same refusals; and the server's memory never grows by the files' size.
+//! In the compile cache, an entry that is a FIFO or a link to `/dev/zero`
+//! is compiled afresh, not waited on, and replaced; a key that is a FIFO is
+//! refused at once.
 
 use std::path::Path;
 use std::time::Duration;
@@ -156,4 +159,75 @@ async fn compile_check_and_inspect_refuse_the_same_files_at_once() {
         }
     }
     assert!(Path::new(shown).join("notes.wasm").exists());
+}
+
+#[tokio::test]
+async fn a_cache_entry_planted_as_a_fifo_or_a_link_to_a_device_is_compiled_afresh_and_replaced() {
+    let scratch = tempfile::tempdir().unwrap();
+    let cache = scratch.path().join("cache");
+    let key = scratch.path().join("state/cache-key");
+    let notes = resmux_tests::component("notes");
+    let args = [
+        "inspect",
+        notes.to_str().unwrap(),
+        "--cache-dir",
+        cache.to_str().unwrap(),
+        "--cache-key",
+        key.to_str().unwrap(),
+    ];
+    let inspect = || finished(&args);
+    let first = inspect().await;
+    assert!(
+        said(&first).contains("compiled   Compiled"),
+        "{}",
+        said(&first)
+    );
+    let entry = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "cwasm"))
+        .expect("inspect stored the compiled component");
+    let refusals = [
+        "it is not a regular file",
+        "cannot open it: it is a symbolic link, which resmux does not follow there",
+    ];
+    for refusal in refusals {
+        std::fs::remove_file(&entry).unwrap();
+        if refusal == refusals[0] {
+            mkfifo(&entry);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &entry).unwrap();
+        }
+        let again = inspect().await;
+        assert!(again.status.success(), "{refusal}: {}", said(&again));
+        assert!(
+            said(&again).contains("compiled   Compiled"),
+            "{refusal}: {}",
+            said(&again)
+        );
+        let warning = format!(
+            "ignoring compile cache entry in {}: {refusal}; compiling afresh",
+            cache.display()
+        );
+        assert!(said(&again).contains(&warning), "{}", said(&again));
+        // The fresh code was stored in its place, and is used from then on.
+        assert!(std::fs::symlink_metadata(&entry).unwrap().is_file());
+        let cached = inspect().await;
+        assert!(
+            said(&cached).contains("compiled   Cached"),
+            "{refusal}: {}",
+            said(&cached)
+        );
+    }
+    // The key that vouches for the entries, planted as a FIFO, is refused
+    // at once by name.
+    std::fs::remove_file(&key).unwrap();
+    mkfifo(&key);
+    let refused = inspect().await;
+    assert!(!refused.status.success(), "{}", said(&refused));
+    let refusal = format!(
+        "refusing compile cache key {}: it is not a regular file",
+        key.display()
+    );
+    assert!(said(&refused).contains(&refusal), "{}", said(&refused));
 }

@@ -228,10 +228,11 @@ impl Stored {
     /// mapped, not read: tens of megabytes are copied once, into the
     /// engine's code memory, instead of twice.
     fn load(&self, cache: &Dir, entry: &str) -> Result<Option<Mmap>> {
-        let Ok(file) = cache.open(entry) else {
-            return Ok(None);
+        let file = match open_entry(cache, entry) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => bail!("cannot open it: {error}"),
         };
-        let file = file.into_std();
         let metadata = file.metadata()?;
         if !metadata.is_file() {
             bail!("it is not a regular file");
@@ -272,6 +273,30 @@ impl Stored {
         // Mode 600 whatever the umask: a group-writable entry is refused.
         crate::owner_file::replace(cache, entry, &[tag.as_bytes(), compiled])
     }
+}
+
+/// `entry` in `cache`, opened for reading as the entry itself: a link is
+/// not followed (it fails to open) and a FIFO opens without waiting for a
+/// writer (and is then refused as no regular file), so that neither can
+/// hold a compile.
+#[cfg(unix)]
+fn open_entry(cache: &Dir, entry: &str) -> std::io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    match rustix::fs::openat(cache, entry, flags, Mode::empty()) {
+        Ok(opened) => Ok(File::from(opened)),
+        Err(rustix::io::Errno::LOOP) => Err(std::io::Error::other(
+            "it is a symbolic link, which resmux does not follow there",
+        )),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `entry` in `cache`, opened for reading; cap-std keeps the open inside
+/// the folder, and Windows puts no FIFO in a folder.
+#[cfg(windows)]
+fn open_entry(cache: &Dir, entry: &str) -> std::io::Result<File> {
+    Ok(cache.open(entry)?.into_std())
 }
 
 /// Refuses what is not owned by resmux's user, or has any of `forbidden`
@@ -344,11 +369,13 @@ fn read_key(path: &Path) -> Result<[u8; 32]> {
     if !metadata.is_file() {
         return Err(refuse("it is not a regular file"));
     }
-    if only_ours(&metadata, 0o077).is_err() {
+    // Read within the bounds every outside file gets: swapped since the
+    // look above for a FIFO or a huge file, it is refused, not waited on
+    // or read whole; and its owner and mode are those of the file read.
+    let (key, opened) = crate::operator_file::read_bytes(path, 32, "compile cache key")?;
+    if only_ours(&opened, 0o077).is_err() {
         return Err(refuse("it must belong to resmux's user with mode 600"));
     }
-    let key = fs::read(path)
-        .with_context(|| format!("cannot read compile cache key {}", path.display()))?;
     key.try_into()
         .map_err(|_| refuse("it does not hold 32 bytes"))
 }
