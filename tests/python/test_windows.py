@@ -1,5 +1,5 @@
-"""resmux's Windows binary (`x86_64-pc-windows-gnu`, built by
-`scripts/build --with-tests` with MinGW-w64) under Debian's wine64, driven
+"""resmux's Windows binary (`x86_64-pc-windows-gnu`, built by `scripts/test`
+with MinGW-w64, in the `wine` profile) under Debian's wine64, driven
 as a desktop MCP client drives it: started with pipes for its standard
 handles, spoken to over stdio by the official Python SDK, and stopped by
 closing stdin. The examples are served whole (every scheme listed, one read
@@ -28,7 +28,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 ROOT = Path(__file__).resolve().parents[2]
-EXE = ROOT / "target/x86_64-pc-windows-gnu/release/resmux.exe"
+EXE = ROOT / "target/x86_64-pc-windows-gnu/wine/resmux.exe"
 PLUGINS = ROOT / "target/plugins"
 TEST_PLUGINS = ROOT / "target/test-plugins"
 PREFIX = ROOT / "target/wine-prefix"
