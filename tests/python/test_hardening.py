@@ -84,7 +84,9 @@ class Flood:
     many as resmux lets it, for as long as it runs. (Linux routes all of
     127.0.0.0/8 to loopback, so another address there is a source of its
     own; 127.0.0.1 is the victim's own.) It runs in a process of its own, as
-    an attacker's would, sharing no interpreter lock with the victim."""
+    an attacker's would, sharing no interpreter lock with the victim, at the
+    lowest priority (see `run`), and counts the connections resmux closed
+    (`closed`)."""
 
     STALLED = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 
