@@ -809,6 +809,7 @@ async fn a_directory_made_in_a_large_grant_costs_the_host_what_it_costs_in_a_sma
     }
     let spent = cpu_time(pid) - before;
     let each = spent / DIRECTORIES;
+    eprintln!("each directory made cost resmux {each:?} of CPU time ({spent:?} for {DIRECTORIES})");
     assert!(
         each < Duration::from_millis(5),
         "each directory made in a grant of {FILES} files cost resmux {each:?} of CPU time \
