@@ -9,10 +9,11 @@
 //! through here.
 
 use std::fs::{File, Metadata, OpenOptions};
-use std::io::Read;
+use std::io::{self, Read};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use cap_std::fs::Dir;
 use serde::de::DeserializeOwned;
 
 /// The largest operator file resmux reads (a manifest, a policy, a key).
@@ -90,8 +91,37 @@ fn without_waiting(options: &mut OpenOptions) -> &mut OpenOptions {
     options
 }
 
+/// `name` in `folder`, opened for reading as the entry itself, for a caller
+/// that then refuses what is no regular file: on Unix a symbolic link
+/// fails to open (the error says so) and a FIFO opens without waiting for
+/// a writer. cap-std's `Dir::open` would follow the one and wait on the
+/// other.
+#[cfg(unix)]
+pub fn open_unfollowed(folder: &Dir, name: &str) -> io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    match rustix::fs::openat(folder, name, flags, Mode::empty()) {
+        Ok(opened) => Ok(File::from(opened)),
+        Err(rustix::io::Errno::LOOP) => Err(io::Error::other(
+            "it is a symbolic link, which resmux does not follow there",
+        )),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `name` in `folder`, opened for reading as the entry itself: a symbolic
+/// link is opened, not followed (and is then no regular file). cap-std
+/// keeps the open inside `folder`; Windows puts no FIFO in a folder.
+#[cfg(windows)]
+pub fn open_unfollowed(folder: &Dir, name: &str) -> io::Result<File> {
+    use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true).follow(FollowSymlinks::No);
+    Ok(folder.open_with(name, &options)?.into_std())
+}
+
 /// What a file that is not a regular one is.
-fn kind(metadata: &Metadata) -> &'static str {
+pub(crate) fn kind(metadata: &Metadata) -> &'static str {
     let kind = metadata.file_type();
     if kind.is_dir() {
         return "a directory";

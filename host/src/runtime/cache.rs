@@ -228,7 +228,8 @@ impl Stored {
     /// mapped, not read: tens of megabytes are copied once, into the
     /// engine's code memory, instead of twice.
     fn load(&self, cache: &Dir, entry: &str) -> Result<Option<Mmap>> {
-        let file = match open_entry(cache, entry) {
+        // Neither a link nor a FIFO planted as the entry can hold a compile.
+        let file = match crate::operator_file::open_unfollowed(cache, entry) {
             Ok(file) => file,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(error) => bail!("cannot open it: {error}"),
@@ -273,30 +274,6 @@ impl Stored {
         // Mode 600 whatever the umask: a group-writable entry is refused.
         crate::owner_file::replace(cache, entry, &[tag.as_bytes(), compiled])
     }
-}
-
-/// `entry` in `cache`, opened for reading as the entry itself: a link is
-/// not followed (it fails to open) and a FIFO opens without waiting for a
-/// writer (and is then refused as no regular file), so that neither can
-/// hold a compile.
-#[cfg(unix)]
-fn open_entry(cache: &Dir, entry: &str) -> std::io::Result<File> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    match rustix::fs::openat(cache, entry, flags, Mode::empty()) {
-        Ok(opened) => Ok(File::from(opened)),
-        Err(rustix::io::Errno::LOOP) => Err(std::io::Error::other(
-            "it is a symbolic link, which resmux does not follow there",
-        )),
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// `entry` in `cache`, opened for reading; cap-std keeps the open inside
-/// the folder, and Windows puts no FIFO in a folder.
-#[cfg(windows)]
-fn open_entry(cache: &Dir, entry: &str) -> std::io::Result<File> {
-    Ok(cache.open(entry)?.into_std())
 }
 
 /// Refuses what is not owned by resmux's user, or has any of `forbidden`

@@ -207,8 +207,9 @@ impl Connections {
     /// source holds its share, the source's connection that has waited
     /// longest (one counted against the total first) is closed to make
     /// room, or, none waiting but one let in for the probes, or none at
-    /// all, the newcomer is let in to answer the probes alone; when the listener holds its most, the
-    /// one of all that has waited longest, or the newcomer is let in to
+    /// all, the newcomer is let in to answer the probes alone; when the
+    /// listener holds its most, the one of all that has waited longest, or
+    /// the newcomer is let in to
     /// answer the probes alone. Of those there are at most
     /// [`PROBE_RESERVE`] at once, and again the one of them that has waited
     /// longest makes room; when none waits, the newcomer is turned away.

@@ -11,45 +11,22 @@ use anyhow::{Context, Result, bail};
 use cap_std::fs::Dir;
 
 use crate::file_identity::{self, Identity};
+use crate::operator_file;
 
 /// Opens `name` in `folder` for reading without following a symlink and
-/// without waiting on a FIFO, and only if it is a regular file.
-#[cfg(unix)]
+/// without waiting on a FIFO ([`operator_file::open_unfollowed`]), and only
+/// if it is a regular file.
 pub fn open_regular(folder: &Dir, name: &str) -> Result<File> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let opened = rustix::fs::openat(folder, name, flags, Mode::empty())
-        .map_err(io::Error::from)
+    let opened = operator_file::open_unfollowed(folder, name)
         .with_context(|| format!("cannot open granted file {name:?} without following links"))?;
-    let kind = FileType::from_raw_mode(rustix::fs::fstat(&opened)?.st_mode);
-    if kind != FileType::RegularFile {
-        bail!("granted file {name:?} is no longer a regular file ({kind:?})");
-    }
-    Ok(File::from(opened))
-}
-
-/// Opens `name` in `folder` for reading without following a symlink (the
-/// link itself is opened, and refused as no regular file), and only if it
-/// is a regular file. cap-std keeps the open inside `folder`; Windows puts
-/// no FIFO in a folder.
-#[cfg(windows)]
-pub fn open_regular(folder: &Dir, name: &str) -> Result<File> {
-    let opened = open_unfollowed(folder, name)
-        .with_context(|| format!("cannot open granted file {name:?} without following links"))?;
-    if !opened.metadata()?.is_file() {
-        bail!("granted file {name:?} is no longer a regular file");
+    let metadata = opened.metadata()?;
+    if !metadata.is_file() {
+        bail!(
+            "granted file {name:?} is no longer a regular file ({})",
+            operator_file::kind(&metadata)
+        );
     }
     Ok(opened)
-}
-
-/// `name` in `folder`, opened for reading as the entry itself: a symlink
-/// is opened, not followed.
-#[cfg(windows)]
-fn open_unfollowed(folder: &Dir, name: &str) -> io::Result<File> {
-    use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
-    let mut options = cap_std::fs::OpenOptions::new();
-    options.read(true).follow(FollowSymlinks::No);
-    Ok(folder.open_with(name, &options)?.into_std())
 }
 
 /// Hard-links the opened file itself (not whatever its name points at now)
