@@ -9,7 +9,10 @@
 //! been sent (an idle keep-alive connection); in between it is *active*
 //! ([`super::pacing`] tells which). When a new connection would pass a
 //! limit, the connection that has waited longest within that limit (the
-//! source's, the client's, the listener's) is closed to make room, and the
+//! source's, the client's, the listener's) is closed to make room (one
+//! stalled partway through its headers before one that has sent nothing
+//! since it came or was last answered, whose request may be on its way,
+//! and that before one whose headers are in), and the
 //! newcomer gets in: a client that stalls in its headers, trickles its body
 //! or idles holds its places only until someone needs them, while a
 //! connection that sends its request promptly gets in whatever the flood,
@@ -58,6 +61,11 @@ const LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// The bits of an IPv6 address that name its /64.
 const PREFIX_64: u128 = u128::MAX << 64;
 
+/// The stamps of connections that have sent nothing since they were let in
+/// or last answered, above those stalled partway through their headers: a
+/// client's request still on its way when a flood of newcomers arrives is
+/// not closed for a connection that has stopped halfway.
+const NOTHING_RECEIVED: u64 = 1 << 61;
 /// The stamps of connections waiting for their request's body, above any
 /// of those waiting for headers.
 const HEADERS_ARRIVED: u64 = 1 << 62;
@@ -338,6 +346,13 @@ impl Admitted {
         self.evicted.clone()
     }
 
+    /// Bytes have arrived on the connection: if they are the first since
+    /// it was let in or last answered, it waits on among those stalled in
+    /// their headers, from when it began to wait.
+    pub fn bytes_arrived(&self) {
+        self.connections.open().bytes_arrived(self.id);
+    }
+
     /// The request's headers have arrived: the connection waits on for its
     /// body, behind every connection still waiting for headers.
     pub fn headers_arrived(&self) {
@@ -480,9 +495,9 @@ impl Open {
     }
 
     /// The connection `id` waits, from now (unless it already waits), for
-    /// its request's headers.
+    /// its request, of which nothing has arrived.
     fn start_waiting(&mut self, id: u64) {
-        self.wait_from(id, 0);
+        self.wait_from(id, NOTHING_RECEIVED);
     }
 
     /// The connection `id`, waiting, has its request's headers: it waits
@@ -500,16 +515,36 @@ impl Open {
         }
     }
 
+    /// Bytes have arrived on the connection `id`: if it waited with
+    /// nothing received, it waits on with the connections stalled in their
+    /// headers, its place among them kept from when it began to wait.
+    fn bytes_arrived(&mut self, id: u64) {
+        let Some(stamp) = self.entries.get(&id).and_then(|entry| entry.waiting) else {
+            return;
+        };
+        if (NOTHING_RECEIVED..HEADERS_ARRIVED).contains(&stamp) {
+            self.stop_waiting(id);
+            self.wait_with(id, stamp - NOTHING_RECEIVED);
+        }
+    }
+
     /// The connection `id` waits from now, its stamp in `band`.
     fn wait_from(&mut self, id: u64, band: u64) {
         let stamp = band + self.next;
+        if self.wait_with(id, stamp) {
+            self.next += 1;
+        }
+    }
+
+    /// The connection `id` waits with `stamp`, unless it already waits:
+    /// whether it did not.
+    fn wait_with(&mut self, id: u64, stamp: u64) -> bool {
         let Some(entry) = self.entries.get_mut(&id) else {
-            return;
+            return false;
         };
         if entry.waiting.is_some() {
-            return;
+            return false;
         }
-        self.next += 1;
         entry.waiting = Some(stamp);
         self.waiting.insert(stamp, id);
         if let Some(share) = self.by_source.get_mut(&entry.source) {
@@ -520,6 +555,7 @@ impl Open {
         {
             share.waiting.insert(stamp);
         }
+        true
     }
 
     /// The connection `id` is active.
@@ -799,6 +835,27 @@ mod tests {
         drop((stalled, later));
         assert!(!evicted(&prompt));
         drop(prompt);
+        assert_empty(&connections);
+    }
+
+    #[test]
+    fn a_connection_that_has_sent_nothing_yet_outlasts_every_one_stalled_in_its_headers() {
+        let connections = Connections::new(ConnectionLimits::new(16, Some(3), None));
+        let stalled = admit(&connections, "192.0.2.1");
+        let prompt = admit(&connections, "192.0.2.1");
+        let later = admit(&connections, "192.0.2.1");
+        stalled.admitted().bytes_arrived();
+        later.admitted().bytes_arrived();
+        // The flood's newcomers: `prompt`'s request is still on its way.
+        let newcomer = admit(&connections, "192.0.2.1");
+        assert!(evicted(&stalled) && !evicted(&prompt) && !evicted(&later));
+        let another = admit(&connections, "192.0.2.1");
+        assert!(evicted(&later) && !evicted(&prompt));
+        // With no connection stalled in its headers left, the one that has
+        // waited longest goes, whatever it sent.
+        let third = admit(&connections, "192.0.2.1");
+        assert!(evicted(&prompt) && !evicted(&newcomer) && !evicted(&another));
+        drop((stalled, prompt, later, newcomer, another, third));
         assert_empty(&connections);
     }
 
