@@ -793,14 +793,13 @@ async fn a_directory_made_in_a_large_grant_costs_the_host_what_it_costs_in_a_sma
     // file. Each lists its `live` only, so that its change reports stay
     // small, while its grant (and the watch) is all of `data`.
     let manifest = "[config]\nroot = \"/data/live\"\n[[files]]\nhost = \"data\"\nguest = \"/data\"\n[changes]\ninterval_ms = 60000\n";
-    let folder = Folder::new();
-    folder.plugin("files", "files").manifest("files", manifest);
-    folder.file("data/live/a.txt", b"first");
-    let small_folder = Folder::new();
-    small_folder
-        .plugin("files", "files")
-        .manifest("files", manifest);
-    small_folder.file("data/live/a.txt", b"first");
+    let granted = || {
+        let folder = Folder::new();
+        folder.plugin("files", "files").manifest("files", manifest);
+        folder.file("data/live/a.txt", b"first");
+        folder
+    };
+    let (folder, small_folder) = (granted(), granted());
     let data = folder.path().canonicalize().unwrap().join("data");
     let small_data = small_folder.path().canonicalize().unwrap().join("data");
     for shelf in 0..SHELVES {

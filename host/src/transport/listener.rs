@@ -9,10 +9,8 @@
 //! it is.
 
 use std::convert::Infallible;
-use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -21,8 +19,8 @@ use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+use tokio_util::io::InspectReader;
 use tower::ServiceExt;
 
 use super::connections::{Admitted, ConnectionLimits, Connections};
@@ -76,10 +74,13 @@ pub(super) async fn accept(
             inner: service.clone(),
             admitted: place.admitted().clone(),
         };
-        let stream = Watched {
-            stream,
-            admitted: place.admitted().clone(),
-        };
+        // Tells the connection's place whenever bytes arrive.
+        let admitted = place.admitted().clone();
+        let stream = InspectReader::new(stream, move |read: &[u8]| {
+            if !read.is_empty() {
+                admitted.bytes_arrived();
+            }
+        });
         let connection = http.serve_connection(TokioIo::new(stream), tagged);
         let connection = graceful.watch(connection);
         let (read, first_read) = tokio::sync::oneshot::channel::<()>();
@@ -153,58 +154,6 @@ impl<S: Serve> hyper::service::Service<Request<Incoming>> for Tagged<S> {
         request.extensions_mut().insert(self.admitted.clone());
         let inner = self.inner.clone();
         Box::pin(async move { Ok(pacing::paced(request, |request| inner.serve(request)).await) })
-    }
-}
-
-/// A connection's stream, which tells its [`Admitted`] whenever bytes
-/// arrive.
-struct Watched {
-    stream: TcpStream,
-    admitted: Arc<Admitted>,
-}
-
-impl AsyncRead for Watched {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        buffer: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let filled = buffer.filled().len();
-        let read = Pin::new(&mut self.stream).poll_read(context, buffer);
-        if buffer.filled().len() > filled {
-            self.admitted.bytes_arrived();
-        }
-        read
-    }
-}
-
-impl AsyncWrite for Watched {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        bytes: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(context, bytes)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-        slices: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(context, slices)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(context)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(context)
     }
 }
 
