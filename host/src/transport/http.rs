@@ -188,7 +188,8 @@ impl McpPath {
     }
 
     async fn answer_by_rmcp(&self, request: Request) -> Response {
-        self.rmcp.handle(request).await.map(Body::new)
+        // Boxed: rmcp's future would otherwise weigh on every read's.
+        Box::pin(self.rmcp.handle(request)).await.map(Body::new)
     }
 }
 

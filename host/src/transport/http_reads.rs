@@ -279,7 +279,9 @@ impl HttpReads {
         context.extensions.insert(parts);
         // An error is 200 as well, as rmcp sends a read's error: its
         // `_meta` was checked above, and a read is never an unknown method.
-        let message = match self.handler.handle_request(request, context).await {
+        // Boxed: the handler's future (one for every request kind) would
+        // otherwise be copied into every step's future above it.
+        let message = match Box::pin(self.handler.handle_request(request, context)).await {
             Ok(result) => ServerJsonRpcMessage::response(result, id),
             Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
         };

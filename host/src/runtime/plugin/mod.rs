@@ -448,13 +448,19 @@ impl Shared {
         // grants has none, and `locate`'s instances get none.
         let renews = matches!(lane, Lane::OwnThread(_));
         let runner = self.clone();
-        let make = move || async move {
-            if renews {
-                runner.renew(deadline)?;
-            }
-            runner
-                .call(instances, held, operation, on, deadline, call)
-                .await
+        // The call's future is boxed where it runs, so that the lane, this
+        // future and the read's above it each hold a pointer to it: a
+        // future awaited inside another takes a slot of its own beside
+        // the variables it was made of, so each layer would double it.
+        let make = move || {
+            Box::pin(async move {
+                if renews {
+                    runner.renew(deadline)?;
+                }
+                runner
+                    .call(instances, held, operation, on, deadline, call)
+                    .await
+            })
         };
         let work = Work {
             operation,
