@@ -72,7 +72,7 @@ where
     request.headers_mut().remove(header::AUTHORIZATION);
     let session = request
         .headers()
-        .get(SESSION_HEADER)
+        .get(&SESSION_HEADER)
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
     if let Some(id) = &session
@@ -97,7 +97,7 @@ where
 async fn bind_new_session(gate: &Gate, client: &Client, response: Response) -> Response {
     let Some(id) = response
         .headers()
-        .get(SESSION_HEADER)
+        .get(&SESSION_HEADER)
         .and_then(|value| value.to_str().ok())
     else {
         return response;

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header, request::Parts};
 use axum::response::{IntoResponse, Response};
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -71,10 +71,12 @@ const REFRESH_SESSION_AFTER: Duration = Duration::from_secs(60);
 /// forgotten; past that, twice as many as were left.
 const REMEMBERED_SESSIONS: usize = 1024;
 
-pub(super) const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
-const METHOD_HEADER: &str = "mcp-method";
-const NAME_HEADER: &str = "mcp-name";
+// Header names as `HeaderName`s, which a lookup hashes as they are; a
+// lookup by `&str` parses the name first.
+pub(super) static SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+static VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
+static NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 /// How a Base64-encoded `Mcp-Name` begins; such a name goes to rmcp.
 const ENCODED_NAME_PREFIX: &str = "=?";
 
@@ -163,8 +165,8 @@ impl HttpReads {
             && !headers.contains_key(header::TRANSFER_ENCODING)
             && self.host_allowed(headers)
             && accepts_json_and_events(headers)
-            && single(headers, header::CONTENT_TYPE.as_str()).is_some_and(is_json)
-            && single(headers, header::CONTENT_LENGTH.as_str())
+            && single(headers, &header::CONTENT_TYPE).is_some_and(is_json)
+            && single(headers, &header::CONTENT_LENGTH)
                 .and_then(|length| length.parse::<u64>().ok())
                 .is_some_and(|length| length <= MAX_BODY_BYTES)
     }
@@ -172,7 +174,7 @@ impl HttpReads {
     /// Whether the session the headers name runs, its idle timer restarted
     /// if that was not done within `refresh_after`.
     async fn session_runs(&self, headers: &HeaderMap) -> bool {
-        let Some(session) = single(headers, SESSION_HEADER).map(Arc::<str>::from) else {
+        let Some(session) = single(headers, &SESSION_HEADER).map(Arc::<str>::from) else {
             return false;
         };
         let Some(handle) = self.sessions.sessions.read().await.get(&session).cloned() else {
@@ -237,8 +239,8 @@ impl HttpReads {
         };
         // A header that is there must be there once, as text, and name a
         // known revision; without one, a session is in 2025-03-26.
-        let named = if headers.contains_key(VERSION_HEADER) {
-            single(headers, VERSION_HEADER)?
+        let named = if headers.contains_key(&VERSION_HEADER) {
+            single(headers, &VERSION_HEADER)?
         } else {
             ProtocolVersion::V_2025_03_26.as_str()
         };
@@ -247,15 +249,15 @@ impl HttpReads {
             .iter()
             .find(|(known, _)| known.as_str() == named)?;
         let meta = request.request.get_meta();
-        let fits = if headers.contains_key(SESSION_HEADER) {
+        let fits = if headers.contains_key(&SESSION_HEADER) {
             meta.protocol_version().is_none() && version.has_initialize()
         } else {
-            headers.contains_key(VERSION_HEADER)
+            headers.contains_key(&VERSION_HEADER)
                 && !version.has_initialize()
                 && meta.protocol_version().as_ref() == Some(version)
                 && meta.missing_required_keys(version).is_empty()
-                && single(headers, METHOD_HEADER) == Some("resources/read")
-                && single(headers, NAME_HEADER).is_some_and(|name| {
+                && single(headers, &METHOD_HEADER) == Some("resources/read")
+                && single(headers, &NAME_HEADER).is_some_and(|name| {
                     name == read.params.uri && !name.starts_with(ENCODED_NAME_PREFIX)
                 })
         };
@@ -318,7 +320,7 @@ impl HttpReads {
         let (parts, body) = request.into_parts();
         if !self.may_answer(&parts.method, &parts.headers) {
             if parts.method == Method::DELETE
-                && let Some(session) = single(&parts.headers, SESSION_HEADER)
+                && let Some(session) = single(&parts.headers, &SESSION_HEADER)
             {
                 self.refreshed().when.remove(session);
             }
@@ -339,7 +341,7 @@ impl HttpReads {
         // session alive.
         match self.read_in(&parts.headers, &body) {
             Some((read, unreached))
-                if !parts.headers.contains_key(SESSION_HEADER)
+                if !parts.headers.contains_key(&SESSION_HEADER)
                     || self.session_runs(&parts.headers).await =>
             {
                 self.answer(read, unreached, parts).await
@@ -360,7 +362,7 @@ async fn refresh(session: &LocalSessionHandle) -> Result<(), SessionError> {
 }
 
 /// The one value of header `name`, if it has exactly one and it is text.
-fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     if values.next().is_some() {
@@ -408,7 +410,7 @@ fn normal_host(host: &str) -> String {
 /// one `Host` header, as rmcp reads it; none for a missing, repeated or
 /// malformed one.
 pub fn request_host(headers: &HeaderMap) -> Option<(String, Option<u16>)> {
-    let authority = single(headers, header::HOST.as_str())?
+    let authority = single(headers, &header::HOST)?
         .parse::<http::uri::Authority>()
         .ok()?;
     Some((normal_host(authority.host()), authority.port_u16()))

@@ -11,12 +11,12 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
-use axum::http::Method;
+use axum::http::{HeaderName, Method};
 use axum::response::Response;
 use hyper::body::{Frame, SizeHint};
 
 /// The header a 2026-07-28 request names its method in.
-const METHOD_HEADER: &str = "mcp-method";
+static METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
 const LISTEN: &str = "subscriptions/listen";
 
 /// The requests a listener is answering.
@@ -35,7 +35,7 @@ where
     let streams = request.method() == Method::GET
         || request
             .headers()
-            .get(METHOD_HEADER)
+            .get(&METHOD_HEADER)
             .is_some_and(|method| method == LISTEN);
     if streams {
         return serve(request).await;
