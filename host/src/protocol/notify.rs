@@ -12,7 +12,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -21,12 +20,11 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, SubscriptionContext};
 use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 use crate::namespace::uri::Uri;
 use crate::namespace::{Action, Event, Namespace, Scope};
 
-/// How often a forwarder checks that its session is still there.
-const SESSION_CHECK: Duration = Duration::from_secs(1);
 /// Resources one legacy session, or one listen stream, may follow.
 pub const MAX_SUBSCRIPTIONS_PER_SESSION: usize = 256;
 /// Listen streams one client may keep open at once.
@@ -37,6 +35,9 @@ pub const MAX_LISTEN_STREAMS_PER_CLIENT: usize = 16;
 pub struct Session {
     namespace: Arc<Namespace>,
     subscribed: Mutex<BTreeSet<Uri>>,
+    /// Cancelled when the session ends (its handler is dropped): its
+    /// forwarder stops then, rather than looking every so often.
+    ended: CancellationToken,
 }
 
 impl Session {
@@ -44,6 +45,7 @@ impl Session {
         Arc::new(Self {
             namespace,
             subscribed: Mutex::default(),
+            ended: CancellationToken::new(),
         })
     }
 
@@ -86,28 +88,30 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.ended.cancel();
         for uri in self.lock().iter() {
             self.namespace.subscriptions().remove(uri);
         }
     }
 }
 
-/// Sends a legacy session what concerns it until the session ends.
+/// Sends a legacy session what concerns it until the session ends (or its
+/// transport closes, found out at the next event); it wakes only for
+/// events, so an idle session costs nothing.
 pub fn forward_to_session(session: &Arc<Session>, peer: Peer<RoleServer>, scope: Scope) {
     let mut events = session.namespace.events();
+    let ended = session.ended.clone().cancelled_owned();
     let session: Weak<Session> = Arc::downgrade(session);
     tokio::spawn(async move {
-        let mut check = tokio::time::interval(SESSION_CHECK);
+        tokio::pin!(ended);
         loop {
             let event = tokio::select! {
                 event = events.recv() => event,
-                _ = check.tick() => {
-                    if peer.is_transport_closed() || session.strong_count() == 0 {
-                        return;
-                    }
-                    continue;
-                }
+                () = &mut ended => return,
             };
+            if peer.is_transport_closed() {
+                return;
+            }
             let Some(live) = session.upgrade() else {
                 return;
             };
