@@ -39,6 +39,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -196,6 +197,9 @@ pub struct Admitted {
     id: u64,
     probe_only: bool,
     evicted: CancellationToken,
+    /// Set while the connection waits with nothing received, so that only
+    /// the first bytes of a request take the lock, not every read.
+    nothing_received: AtomicBool,
 }
 
 /// The place a connection holds, given back when its task drops it (when
@@ -292,6 +296,7 @@ impl Connections {
             id,
             probe_only,
             evicted: token,
+            nothing_received: AtomicBool::new(true),
         })))
     }
 
@@ -350,7 +355,9 @@ impl Admitted {
     /// it was let in or last answered, it waits on among those stalled in
     /// their headers, from when it began to wait.
     pub fn bytes_arrived(&self) {
-        self.connections.open().bytes_arrived(self.id);
+        if self.nothing_received.swap(false, Ordering::Relaxed) {
+            self.connections.open().bytes_arrived(self.id);
+        }
     }
 
     /// The request's headers have arrived: the connection waits on for its
@@ -370,6 +377,7 @@ impl Admitted {
     /// request, from now.
     pub fn idle(&self) {
         self.connections.open().start_waiting(self.id);
+        self.nothing_received.store(true, Ordering::Relaxed);
     }
 
     /// Counts the connection as `client`'s (and no longer as the client's
