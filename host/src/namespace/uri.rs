@@ -255,8 +255,14 @@ impl Schemed {
     }
 
     fn joined(scheme: &str, rest: &str) -> Self {
+        // Pushed, not `format!`ed: this runs twice a read, and the
+        // formatting machinery cost 2% of a stdio read's CPU (`perf`).
+        let mut text = String::with_capacity(scheme.len() + "://".len() + rest.len());
+        text.push_str(scheme);
+        text.push_str("://");
+        text.push_str(rest);
         Self {
-            text: format!("{scheme}://{rest}"),
+            text,
             scheme_length: scheme.len(),
         }
     }

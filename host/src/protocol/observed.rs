@@ -143,6 +143,11 @@ impl Observed {
             error.type = Empty,
             rpc.response.status_code = Empty,
         );
+        // What follows only fills the span in: a span no subscriber takes
+        // (tracing at `info`, no OpenTelemetry) costs no more than its making.
+        if span.is_disabled() {
+            return span;
+        }
         if let Some(version) = context.protocol_version() {
             span.record("mcp.protocol.version", version.as_str());
         }

@@ -137,12 +137,20 @@ pub enum Routed {
     Passed(ClientJsonRpcMessage),
 }
 
-/// A read's answer. The read counts as running until this is dropped: its
+/// A read's answer. The read counts as running until this (or the
+/// [`Running`] taken from it) is dropped: its
 /// answer's bytes are to be queued for stdout first, so that stdin is never
 /// read in the moment when neither the read nor its answer is counted.
 pub struct Answered {
     pub message: ServerJsonRpcMessage,
-    _running: Running,
+    running: Running,
+}
+
+impl Answered {
+    /// The answer, apart from what keeps its read counted as running.
+    pub fn into_parts(self) -> (ServerJsonRpcMessage, Running) {
+        (self.message, self.running)
+    }
 }
 
 impl DirectReads {
@@ -291,10 +299,7 @@ impl DirectReads {
                 Ok(answer) => ServerJsonRpcMessage::response(answer, id),
                 Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
             };
-            Some(Answered {
-                message,
-                _running: running,
-            })
+            Some(Answered { message, running })
         })
     }
 
@@ -342,8 +347,8 @@ impl Drop for InFlight {
     }
 }
 
-/// A read here, counted while it runs.
-struct Running(Arc<DirectReads>);
+/// A read here, counted while it runs: until this is dropped.
+pub struct Running(Arc<DirectReads>);
 
 impl Running {
     fn new(reads: Arc<DirectReads>) -> Self {

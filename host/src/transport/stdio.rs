@@ -67,7 +67,7 @@ use tokio_util::bytes::{Bytes, BytesMut};
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, FramedRead};
 use tokio_util::task::TaskTracker;
 
-use super::direct::{Answered, DirectReads, Routed};
+use super::direct::{Answered, DirectReads, Routed, Running};
 use crate::runtime;
 
 /// The longest line read, as rmcp's own transport allows. A longer line is
@@ -308,7 +308,7 @@ where
                     } => {
                         let started =
                             start_read(answer, &mut self.here_left, &self.outbox, &self.answering);
-                        if started.is_some_and(|queued| queued >= WRITE_AFTER_ANSWERS) {
+                        if started.is_some_and(|queued| queued.answers >= WRITE_AFTER_ANSWERS) {
                             self.write_queued_soon();
                         }
                     }
@@ -368,8 +368,12 @@ type Answer = BoxFuture<'static, Option<Answered>>;
 /// a slow plugin hold up those behind them by at most the budget and the
 /// one read that overran it; a read that overran it (one instruction no
 /// tick interrupts runs to its end) holds up only reads of its own scheme,
-/// as every scheme has a batch of its own. The answers ready at the end
-/// leave in one write.
+/// as every scheme has a batch of its own. The reads answered here stop
+/// counting as running together, once the last is queued: the loop that
+/// reads stdin, when it waits for fewer to run, then wakes once for the
+/// batch and lets as many new reads in, where woken as each read ended it
+/// let them in one at a time, a batch each, at two thread wakes a read.
+/// The answers ready at the end leave in one write.
 struct Batch<W> {
     reads: Vec<Answer>,
     outbox: Arc<Outbox<W>>,
@@ -380,9 +384,16 @@ struct Batch<W> {
 impl<W: AsyncWrite + Send + Unpin + 'static> Batch<W> {
     async fn answer(self) {
         let mut budget = INLINE_BUDGET;
+        let mut queued = Vec::with_capacity(self.reads.len());
         for answer in self.reads {
-            start_read(answer, &mut budget, &self.outbox, &self.answering);
+            queued.extend(start_read(
+                answer,
+                &mut budget,
+                &self.outbox,
+                &self.answering,
+            ));
         }
+        drop(queued);
         if self.outbox.claim_write() {
             // A failed write is logged, and closes stdout.
             let _ = self.outbox.write_queued().await;
@@ -391,15 +402,15 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Batch<W> {
 }
 
 /// Runs `answer` until it first waits, its time taken from `budget`: its
-/// answer is queued in `outbox` if it is ready (how many are queued then),
-/// or it goes on in a task of `answering`'s on this thread's runtime if it
-/// waits. Once the budget is spent, reads go straight to tasks.
+/// answer is queued in `outbox` if it is ready ([`Queued`]), or it goes on
+/// in a task of `answering`'s on this thread's runtime if it waits. Once
+/// the budget is spent, reads go straight to tasks.
 fn start_read<W: AsyncWrite + Send + Unpin + 'static>(
     mut answer: Answer,
     budget: &mut Duration,
     outbox: &Arc<Outbox<W>>,
     answering: &TaskTracker,
-) -> Option<usize> {
+) -> Option<Queued> {
     if budget.is_zero() {
         answering.spawn(send_when_ready(answer, outbox.clone()));
         return None;
@@ -431,18 +442,29 @@ async fn send_when_ready<W: AsyncWrite + Unpin>(answer: Answer, outbox: Arc<Outb
     if let Some(answered) = answer.await
         && queue(answered, &outbox).is_some()
     {
+        // Its read stopped counting as running as the answer was queued.
         // A failed write is logged, and closes stdout.
         let _ = outbox.write_soon().await;
     }
 }
 
-/// Queues `answered`'s line in `outbox`, then lets its read stop counting
-/// as running: how many answers are queued then, or none if it cannot be
-/// encoded.
-fn queue<W: AsyncWrite + Unpin>(answered: Answered, outbox: &Outbox<W>) -> Option<usize> {
-    let queued = answer_line(&answered.message).map(|line| outbox.queue(line));
-    drop(answered);
-    queued
+/// A read whose answer is queued for stdout: it counts as running until
+/// this is dropped.
+struct Queued {
+    /// How many answers were queued, this one included.
+    answers: usize,
+    _running: Running,
+}
+
+/// Queues `answered`'s line in `outbox`; none if it cannot be encoded (its
+/// read then stops counting as running at once).
+fn queue<W: AsyncWrite + Unpin>(answered: Answered, outbox: &Outbox<W>) -> Option<Queued> {
+    let (message, running) = answered.into_parts();
+    let line = answer_line(&message)?;
+    Some(Queued {
+        answers: outbox.queue(line),
+        _running: running,
+    })
 }
 
 /// Answers on their way to stdout. Each answer is queued; whoever writes
