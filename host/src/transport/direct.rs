@@ -275,11 +275,10 @@ impl DirectReads {
         mut request: ClientRequest,
         peer: Peer<RoleServer>,
     ) -> BoxFuture<'static, Option<Answered>> {
-        let ct = CancellationToken::new();
+        let mut context = RequestContext::new(id.clone(), peer);
+        let ct = context.ct.clone();
         let running = Running::new(self.clone());
         let in_flight = InFlight::new(self.clone(), id.clone(), ct.clone());
-        let mut context = RequestContext::new(id.clone(), peer);
-        context.ct = ct.clone();
         context.meta = std::mem::take(request.get_meta_mut());
         context.extensions = std::mem::take(request.extensions_mut());
         let reads = self.clone();
