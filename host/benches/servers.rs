@@ -126,6 +126,11 @@ const RESTARTS: usize = 3;
 /// Quiet time before the idle window: idle instances expire after 10 s.
 const IDLE_SETTLE: Duration = Duration::from_secs(12);
 const IDLE_WINDOW: Duration = Duration::from_secs(30);
+/// Reads made, [`IN_FLIGHT`] at a time, before the idle case's last row is
+/// measured: how quiet a server falls after load.
+const IDLE_AFTER_READS: u64 = 50_000;
+/// Quiet time after those reads before the idle window.
+const IDLE_SETTLE_AFTER_READS: Duration = Duration::from_secs(30);
 
 /// What resmux and the echo server serve: the conformance plugin's fixture.
 const RESMUX_URI: &str = "test://static-text";
@@ -2055,13 +2060,20 @@ struct IdleCost {
 
 /// Serves `folder` over stdio to a session of 2025-06-18 (most clients'
 /// era, whose session hears change notifications) until it lists every
-/// scheme, lets it settle for [`IDLE_SETTLE`], then measures
-/// [`IDLE_WINDOW`] without a message.
-async fn idle_cost(resmux: &Resmux, folder: &Path) -> IdleCost {
+/// scheme, lets it settle for [`IDLE_SETTLE`] (or, `after_reads`, reads
+/// [`IDLE_AFTER_READS`] times and lets it settle for
+/// [`IDLE_SETTLE_AFTER_READS`]), then measures [`IDLE_WINDOW`] without a
+/// message.
+async fn idle_cost(resmux: &Resmux, folder: &Path, after_reads: bool) -> IdleCost {
     let mut pipe = Pipe::start(resmux.serve(folder, resmux.cache.path(), &[]));
     pipe.open_session().await;
     pipe.wait_listing(&resmux.expected_schemes(folder)).await;
-    tokio::time::sleep(IDLE_SETTLE).await;
+    if after_reads {
+        read_times(&mut pipe, Dialect::Session(RESMUX_URI), IDLE_AFTER_READS).await;
+        tokio::time::sleep(IDLE_SETTLE_AFTER_READS).await;
+    } else {
+        tokio::time::sleep(IDLE_SETTLE).await;
+    }
     let (cpu, switches) = (pipe.server.cpu_time(), pipe.server.context_switches());
     let started = Instant::now();
     tokio::time::sleep(IDLE_WINDOW).await;
@@ -2072,6 +2084,24 @@ async fn idle_cost(resmux: &Resmux, folder: &Path) -> IdleCost {
     };
     pipe.server.stop().await;
     cost
+}
+
+/// Reads `count` times with [`IN_FLIGHT`] in flight; a failed read stops
+/// the bench.
+async fn read_times(pipe: &mut Pipe, dialect: Dialect, count: u64) {
+    let (mut sent, mut answered) = (0, 0);
+    while answered < count {
+        while sent < count && sent - answered < IN_FLIGHT as u64 {
+            sent += 1;
+            pipe.next_id += 1;
+            pipe.send(&dialect.read(pipe.next_id)).await;
+        }
+        let response = pipe.receive().await;
+        if !is_read(&response) {
+            pipe.server.fail(format!("a read failed: {response}"));
+        }
+        answered += 1;
+    }
 }
 
 /// The components in `folder`, each with its size in bytes.
@@ -2106,20 +2136,33 @@ fn add_largest_again(folder: &Path) -> String {
     format!("the examples + {name}.wasm again as {name}2")
 }
 
+/// The idle case's rows.
+#[derive(Clone, Copy, PartialEq)]
+enum Idle {
+    Examples,
+    /// The examples and a second copy of the largest.
+    LargestTwice,
+    /// The examples, measured after [`IDLE_AFTER_READS`] reads.
+    AfterReads,
+}
+
 async fn idle(setup: &Setup) {
     let mut rows = Vec::new();
     for resmux in &setup.resmuxes {
         resmux.fill_cache().await;
-        for again in [false, true] {
+        for case in [Idle::Examples, Idle::LargestTwice, Idle::AfterReads] {
             let folder = temp_dir();
             copy_tree(&resmux.plugins, folder.path());
-            let what = if again {
-                add_largest_again(folder.path())
-            } else {
-                "the examples".to_owned()
+            let what = match case {
+                Idle::Examples => "the examples".to_owned(),
+                Idle::LargestTwice => add_largest_again(folder.path()),
+                Idle::AfterReads => format!(
+                    "the examples, after {IDLE_AFTER_READS} reads of `{RESMUX_URI}` and {} s quiet",
+                    IDLE_SETTLE_AFTER_READS.as_secs()
+                ),
             };
             progress(&format!("idle: {}, {what}", resmux.label));
-            let cost = idle_cost(resmux, folder.path()).await;
+            let cost = idle_cost(resmux, folder.path(), case == Idle::AfterReads).await;
             let bytes: u64 = components(folder.path())
                 .iter()
                 .map(|&(_, size)| size)
@@ -2130,7 +2173,7 @@ async fn idle(setup: &Setup) {
     }
     println!(
         "## Idle CPU: served over stdio to a 2025-06-18 session, loaded and listed, \
-         {} s quiet, then {} s without a message\n",
+         {} s quiet (unless the row says otherwise), then {} s without a message\n",
         IDLE_SETTLE.as_secs(),
         IDLE_WINDOW.as_secs()
     );
