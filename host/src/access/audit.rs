@@ -112,6 +112,9 @@ struct Writer {
     path: PathBuf,
     required: bool,
     file: File,
+    /// Which file `file` is, worked out once it is open; `None` if it could
+    /// not be (the next append opens the path again).
+    identity: Option<file_identity::Identity>,
     /// The last write failed part way: the next line starts a line of its own.
     torn: bool,
     /// Writes are failing; logged once until one succeeds.
@@ -122,10 +125,12 @@ impl AuditLog {
     /// The audit log at `path`, and its writer thread; with `required`, a
     /// request whose line cannot be written is refused.
     pub fn open(path: &Path, required: bool) -> Result<Self> {
+        let file = open(path)?;
         let writer = Writer {
             path: path.to_owned(),
             required,
-            file: open(path)?,
+            identity: file_identity::of(&file).ok(),
+            file,
             torn: false,
             failing: false,
         };
@@ -407,9 +412,12 @@ impl Writer {
     /// anew if it was moved: how many of their bytes reached it, and
     /// whether all did.
     fn append(&mut self, lines: &[u8]) -> (usize, io::Result<()>) {
-        if moved(&self.path, &self.file) {
+        if moved(&self.path, self.identity) {
             match open(&self.path) {
-                Ok(file) => self.file = file,
+                Ok(file) => {
+                    self.identity = file_identity::of(&file).ok();
+                    self.file = file;
+                }
                 Err(error) => return (0, Err(io::Error::other(error))),
             }
             self.torn = false;
@@ -449,9 +457,10 @@ fn open(path: &Path) -> Result<File> {
         .with_context(|| format!("cannot open audit log {}", path.display()))
 }
 
-/// Whether `path` no longer names `file`: it was moved or removed.
-fn moved(path: &Path, file: &File) -> bool {
-    let (Ok(named), Ok(open)) = (file_identity::of_path(path), file_identity::of(file)) else {
+/// Whether `path` no longer names the open file whose identity is
+/// `open`: it was moved or removed.
+fn moved(path: &Path, open: Option<file_identity::Identity>) -> bool {
+    let (Ok(named), Some(open)) = (file_identity::of_path(path), open) else {
         return true;
     };
     named != open

@@ -767,7 +767,7 @@ async fn load_each(
 
 /// Components compiled or plugins loaded at once: one per core.
 fn at_once() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
+    runtime::cores()
 }
 
 #[cfg(test)]
