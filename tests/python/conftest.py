@@ -93,29 +93,42 @@ def open_session(url, headers=None):
     return opened
 
 
+def eventually(condition, within=20, every=0.05, process=None):
+    """The first true value `condition()` gives within `within` seconds,
+    asked every `every` seconds; its last false one if none. `process`, a
+    helper the condition waits on, must not exit meanwhile: if it does,
+    that fails the test at once, with what it wrote to a piped stderr."""
+    deadline = time.monotonic() + within
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            return value
+        if process is not None and process.poll() is not None:
+            said = process.stderr.read() if process.stderr else ""
+            raise AssertionError(f"{process.args[0]} exited with {process.returncode}: {said}")
+        time.sleep(every)
+
+
 def logged(server, text, within=20):
     """Whether `text` reaches the server's log within `within` seconds (the
     log is drained by another thread)."""
-    deadline = time.monotonic() + within
-    while not any(text in line for line in server.log):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return eventually(lambda: any(text in line for line in server.log), within)
 
 
 def audit_lines(path, count, within=20):
     """The lines of the audit log at `path`, parsed, once it holds at least
     `count` whole ones: resmux appends them from a thread of its own, so a
     line may reach the file just after its answer reached the client."""
-    deadline = time.monotonic() + within
-    while True:
+
+    def whole_lines():
         text = path.read_text() if path.exists() else ""
         lines = text.split("\n")[:-1]
-        if len(lines) >= count:
-            return [json.loads(line) for line in lines]
-        assert time.monotonic() < deadline, f"{count} audit lines not written within {within} s: {text!r}"
-        time.sleep(0.02)
+        return lines if len(lines) >= count else None
+
+    lines = eventually(whole_lines, within, every=0.02)
+    written = path.read_text() if path.exists() else ""
+    assert lines, f"{count} audit lines not written within {within} s: {written!r}"
+    return [json.loads(line) for line in lines]
 
 
 def connect(server, token, mode="auto"):

@@ -8,14 +8,13 @@ environment its Deployment sets) is started here as processes."""
 import asyncio
 import re
 import subprocess
-import time
 import urllib.error
 import urllib.request
 
 import yaml
 from mcp.client.client import Client
 
-from conftest import BINARY, ROOT, all_resource_uris
+from conftest import BINARY, ROOT, all_resource_uris, eventually
 from idp import free_port
 from test_registry import registry, push, resmux  # noqa: F401 (a fixture)
 from test_replicas import Haproxy, secret_file
@@ -34,16 +33,15 @@ def resmux_pod():
 def answers(url, within=60):
     """Whether `url` answers 200 within `within` seconds, as a probe that
     Kubernetes repeats would see it (readiness waits for the plugins)."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+
+    def ok():
         try:
             with urllib.request.urlopen(url, timeout=10) as answered:
-                if answered.status == 200:
-                    return True
+                return answered.status == 200
         except urllib.error.HTTPError:
-            pass
-        time.sleep(0.1)
-    return False
+            return False
+
+    return eventually(ok, within, every=0.1)
 
 
 def test_kustomization_names_files_that_exist():

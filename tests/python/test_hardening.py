@@ -22,7 +22,7 @@ import urllib.request
 
 import conftest
 import pytest
-from conftest import INITIALIZE, ROOT, logged
+from conftest import INITIALIZE, ROOT, eventually, logged
 from idp import free_port
 
 ALICE = "alice-token-0123456789"
@@ -111,12 +111,7 @@ class Flood:
         after the first `since`, within `within` seconds. The flood counts
         a close when its turn comes, at the lowest priority, so its count
         lags behind resmux."""
-        deadline = time.monotonic() + within
-        while self.closed.value - since <= than:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        return eventually(lambda: self.closed.value - since > than, within)
 
     def open_one(self):
         connection = socket.create_connection(self.address, timeout=5, source_address=(self.source, 0))
@@ -424,9 +419,7 @@ def test_when_every_connection_is_busy_one_more_answers_the_probes_alone(serve, 
     # One stream ends: once resmux sees it closed, its place is free, and
     # MCP answers again.
     streams.pop().close()
-    deadline = time.monotonic() + 10
-    while get_once(server.url, "/mcp").startswith(b"HTTP/1.1 503 ") and time.monotonic() < deadline:
-        pass
+    eventually(lambda: not get_once(server.url, "/mcp").startswith(b"HTTP/1.1 503 "), 10, every=0.01)
     status, body = answered_within(server.url, 5, INITIALIZE)
     assert status == 200, body
     assert initialize_result(body)["serverInfo"]["name"] == "resmux", body

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +16,17 @@ import pytest
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import INITIALIZE, PLUGINS, ROOT, THROUGH_RMCP, all_resource_uris, mcp_request, post, post_initialize
+from conftest import (
+    INITIALIZE,
+    PLUGINS,
+    ROOT,
+    THROUGH_RMCP,
+    all_resource_uris,
+    eventually,
+    mcp_request,
+    post,
+    post_initialize,
+)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -108,10 +117,9 @@ def test_sigterm_under_load_answers_every_request_in_flight_and_exits(serve, tmp
 
     with ThreadPoolExecutor(8) as pool:
         stuck = [pool.submit(read, "liar://open//data/pipe", index, index == 0) for index in range(2)]
-        deadline = time.monotonic() + 30
-        while threads_in_open(server.process.pid) < 2:
-            assert time.monotonic() < deadline, "the stuck reads never reached the plugin"
-            time.sleep(0.01)
+        assert eventually(lambda: threads_in_open(server.process.pid) >= 2, 30, every=0.01), (
+            "the stuck reads never reached the plugin"
+        )
         reads = [pool.submit(read, "notes://notes/welcome", 10 + index, index % 2 == 0) for index in range(6)]
         server.process.send_signal(signal.SIGTERM)
         assert server.process.wait(30) == 0

@@ -25,7 +25,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import all_resource_uris, logged
+from conftest import all_resource_uris, eventually, logged
 from idp import (
     ISSUER_DEADLINE,
     STATIC_TOKEN,
@@ -225,14 +225,14 @@ def test_every_subject_of_the_issuer_is_one_metrics_series_named_oauth(serve, tm
         'resmux_client_requests_total{client="oauth",mcp_method_name="initialize"} 200',
         'resmux_client_requests_total{client="ops",mcp_method_name="initialize"} 1',
     ]
-    deadline = time.monotonic() + 30
-    while True:
+
+    def client_series():
         with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=30) as response:
             exposition = response.read().decode()
-        series = sorted(line for line in exposition.splitlines() if line.startswith("resmux_client_requests_total{"))
-        if series == expected or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+        return sorted(line for line in exposition.splitlines() if line.startswith("resmux_client_requests_total{")), exposition
+
+    eventually(lambda: client_series()[0] == expected, 30, every=0.1)
+    series, exposition = client_series()
     assert series == expected, exposition
     assert "corp.example" not in exposition and "user1" not in exposition
 
@@ -326,9 +326,6 @@ def test_an_issuer_answering_garbage_gets_503_until_it_mends(serve, tmp_path, pr
         assert_unavailable(server, token, "the issuer's keys cannot be fetched")
         keys.mend()
         # Asked again once the refetch interval (1 s) has passed.
-        deadline = time.monotonic() + 30
-        while initialize(server.url, token)[0] != 200:
-            assert time.monotonic() < deadline, "".join(server.log)
-            time.sleep(0.2)
+        assert eventually(lambda: initialize(server.url, token)[0] == 200, 30, every=0.2), "".join(server.log)
     finally:
         keys.close()

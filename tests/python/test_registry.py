@@ -24,7 +24,7 @@ from mcp.client.client import Client
 from mcp.client.subscriptions import ResourcesListChanged
 from mcp.shared.exceptions import MCPError
 
-from conftest import BINARY, PLUGINS, all_resource_uris, logged
+from conftest import BINARY, PLUGINS, all_resource_uris, eventually, logged
 from idp import free_port
 from test_replicas import balanced  # noqa: F401 (a fixture)
 
@@ -62,11 +62,7 @@ class Registry:
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 30
-        while not self.answers():
-            assert self.process.poll() is None, self.process.stderr.read()
-            assert time.monotonic() < deadline, "the registry answers within 30 s"
-            time.sleep(0.05)
+        assert eventually(self.answers, 30, process=self.process), "the registry answers within 30 s"
 
     def answers(self):
         try:

@@ -27,7 +27,7 @@ from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import BINARY, PLUGINS, ROOT, all_resource_uris, logged
+from conftest import BINARY, PLUGINS, ROOT, all_resource_uris, eventually, logged
 from test_policy import POLICY
 from idp import free_port, initialize
 
@@ -53,11 +53,7 @@ class Haproxy:
             env={**os.environ, "RESMUX_LB_LISTEN": f"127.0.0.1:{port}", **replicas},
         )
         self.url = f"http://127.0.0.1:{port}/mcp"
-        deadline = time.monotonic() + 20
-        while not self.listening(port):
-            assert self.process.poll() is None, self.process.stderr.read()
-            assert time.monotonic() < deadline, "haproxy listens within 20 s"
-            time.sleep(0.05)
+        assert eventually(lambda: self.listening(port), 20, process=self.process), "haproxy listens within 20 s"
 
     @staticmethod
     def listening(port):
@@ -288,11 +284,7 @@ class Redis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 20
-        while self.cli("PING") != "PONG":
-            assert self.process.poll() is None, "redis-server runs"
-            assert time.monotonic() < deadline, "redis-server answers within 20 s"
-            time.sleep(0.05)
+        assert eventually(lambda: self.cli("PING") == "PONG", 20, process=self.process), "redis-server answers within 20 s"
 
     def cli(self, *command):
         answered = subprocess.run(

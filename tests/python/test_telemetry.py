@@ -8,7 +8,6 @@ namespace step's."""
 import json
 import os
 import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,6 +16,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from conftest import eventually
 
 HEADER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 HEADER_PARENT = "b7ad6b7169203331"
@@ -63,15 +64,16 @@ class Receiver:
 
     def trace(self, trace_id, names, within=30):
         """The spans of `trace_id` once every name in `names` has arrived."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
+
+        def of_trace():
             with self.lock:
                 found = [span for _, span in self.spans if span.trace_id.hex() == trace_id]
                 services = {service for service, span in self.spans if span.trace_id.hex() == trace_id}
-            if set(names) <= {span.name for span in found}:
-                return found, services
-            time.sleep(0.05)
-        raise AssertionError(f"spans {names} of {trace_id} never arrived; got {[s.name for s in found]}")
+            return found, services
+
+        if eventually(lambda: set(names) <= {span.name for span in of_trace()[0]}, within):
+            return of_trace()
+        raise AssertionError(f"spans {names} of {trace_id} never arrived; got {[s.name for s in of_trace()[0]]}")
 
     def close(self):
         self.http.shutdown()
