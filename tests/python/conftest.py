@@ -126,8 +126,9 @@ def audit_lines(path, count, within=20):
         return lines if len(lines) >= count else None
 
     lines = eventually(whole_lines, within, every=0.02)
-    written = path.read_text() if path.exists() else ""
-    assert lines, f"{count} audit lines not written within {within} s: {written!r}"
+    if not lines:
+        written = path.read_text() if path.exists() else ""
+        raise AssertionError(f"{count} audit lines not written within {within} s: {written!r}")
     return [json.loads(line) for line in lines]
 
 
