@@ -6,8 +6,11 @@
 //!    again one at a time (over HTTP: that many keep-alive connections, one
 //!    request in flight each), from a trivial native echo server (this
 //!    binary, re-executed with `RESMUX_BENCH_ECHO=stdio` or `=http`), the
-//!    TypeScript reference server (`server-everything` under Node 22, from
-//!    `tests/node`) and `resmux serve` with the response cache off: over
+//!    same echo relayed (`=stdio-relayed`, `=http-relayed`: each request,
+//!    once decoded, answered on a runtime of its own, as resmux answers a
+//!    read on the plugins' threads: the ceiling of a read under that rule),
+//!    the TypeScript reference server (`server-everything` under Node 22,
+//!    from `tests/node`) and `resmux serve` with the response cache off: over
 //!    stdio, over HTTP in a 2025-06-18 session and over HTTP 2026-07-28
 //!    stateless (the reference has no stateless era). Every case runs once
 //!    per round, in turn, three rounds (the machine's speed swings); reports
@@ -82,9 +85,11 @@
 //! reads on each tier;
 //! `RESMUX_BENCH_READ_SECS` measures every read case (of reads, languages
 //! and tiers) for that many seconds (default 3);
-//! `RESMUX_BENCH_READ_SERVERS=echo,reference,resmux,baseline`
+//! `RESMUX_BENCH_READ_SERVERS=echo,relayed,reference,resmux,baseline`
 //! and `RESMUX_BENCH_READ_WAYS=stdio,session,stateless` keep only those
 //! servers and ways in the reads section (to profile one case with `perf`);
+//! `RESMUX_BENCH_RELAY_WORKERS=ANSWERING,PROTOCOL` shapes the relayed
+//! echo's two runtimes (default: as resmux's on the machine);
 //! `RESMUX_BENCH_EXAMPLES=notes,kv,reference,python` keeps only those examples
 //! (by name), the TypeScript reference and the Python SDK server in the
 //! languages section;
@@ -143,6 +148,7 @@ const STATELESS_VERSION: &str = "2026-07-28";
 const SESSION_VERSION: &str = "2025-06-18";
 
 const ECHO: &str = "echo (native)";
+const ECHO_RELAYED: &str = "echo relayed (native, answers on another runtime)";
 const REFERENCE: &str = "TypeScript reference";
 const PYTHON_SDK: &str = "Python SDK (native)";
 
@@ -1113,8 +1119,9 @@ struct Subject<'a> {
 }
 
 enum Kind<'a> {
-    /// The native echo server: this binary, re-executed.
-    Echo,
+    /// The native echo server: this binary, re-executed; `relayed`, it
+    /// answers on a runtime of its own, as resmux's plugins do.
+    Echo { relayed: bool },
     /// `server-everything` under Node.
     Reference(&'a Setup),
     /// `resmux serve` on a folder of its own.
@@ -1124,11 +1131,11 @@ enum Kind<'a> {
 }
 
 impl<'a> Subject<'a> {
-    fn echo() -> Self {
+    fn echo(relayed: bool) -> Self {
         Self {
-            label: ECHO.into(),
+            label: if relayed { ECHO_RELAYED } else { ECHO }.into(),
             uri: RESMUX_URI,
-            kind: Kind::Echo,
+            kind: Kind::Echo { relayed },
         }
     }
 
@@ -1181,7 +1188,7 @@ impl<'a> Subject<'a> {
 
     fn ways(&self) -> &'static [Way] {
         match self.kind {
-            Kind::Echo | Kind::Resmux { .. } => &Way::ALL,
+            Kind::Echo { .. } | Kind::Resmux { .. } => &Way::ALL,
             Kind::Reference(_) => &[Way::Stdio, Way::HttpSession],
             Kind::PythonSdk { .. } => &[Way::Stdio],
         }
@@ -1190,7 +1197,7 @@ impl<'a> Subject<'a> {
     /// Over stdio: stateless where the server speaks 2026-07-28.
     fn dialect(&self, way: Way) -> Dialect {
         match (way, &self.kind) {
-            (Way::HttpStateless, _) | (Way::Stdio, Kind::Echo | Kind::Resmux { .. }) => {
+            (Way::HttpStateless, _) | (Way::Stdio, Kind::Echo { .. } | Kind::Resmux { .. }) => {
                 Dialect::Stateless(self.uri)
             }
             (Way::HttpSession, _) | (Way::Stdio, Kind::Reference(_) | Kind::PythonSdk { .. }) => {
@@ -1201,9 +1208,10 @@ impl<'a> Subject<'a> {
 
     fn stdio_command(&self) -> std::process::Command {
         match &self.kind {
-            Kind::Echo => {
+            Kind::Echo { relayed } => {
                 let mut command = server_command(&std::env::current_exe().unwrap());
-                command.env("RESMUX_BENCH_ECHO", "stdio");
+                let mode = if *relayed { "stdio-relayed" } else { "stdio" };
+                command.env("RESMUX_BENCH_ECHO", mode);
                 command
             }
             Kind::Reference(setup) => {
@@ -1225,9 +1233,10 @@ impl<'a> Subject<'a> {
     /// The server listening for Streamable HTTP, and its address.
     async fn start_http(&self) -> (Server, String) {
         match &self.kind {
-            Kind::Echo => {
+            Kind::Echo { relayed } => {
                 let mut command = server_command(&std::env::current_exe().unwrap());
-                command.env("RESMUX_BENCH_ECHO", "http");
+                let mode = if *relayed { "http-relayed" } else { "http" };
+                command.env("RESMUX_BENCH_ECHO", mode);
                 let mut server = Server::start(command, Stdio::piped());
                 let mut stdout = BufReader::new(server.child.stdout.take().unwrap()).lines();
                 match stdout.next_line().await {
@@ -1442,7 +1451,10 @@ async fn reads(setup: &Setup) {
     let server = |name| chosen("RESMUX_BENCH_READ_SERVERS", name);
     let mut subjects = Vec::new();
     if server("echo") {
-        subjects.push(Subject::echo());
+        subjects.push(Subject::echo(false));
+    }
+    if server("relayed") {
+        subjects.push(Subject::echo(true));
     }
     let mut missing = Vec::new();
     if server("reference") {
@@ -1504,6 +1516,23 @@ async fn reads(setup: &Setup) {
             let stdio = |server| (server, Way::Stdio, in_flight);
             round.ratio(per_second, stdio(resmux), stdio(ECHO))
         });
+        let load = load_name(in_flight);
+        let relayed = |over, under, name: String| {
+            ratio_row(&name, "—", &rounds, |round| {
+                let stdio = |server| (server, Way::Stdio, in_flight);
+                round.ratio(per_second, stdio(over), stdio(under))
+            });
+        };
+        relayed(
+            ECHO_RELAYED,
+            ECHO,
+            format!("echo relayed stdio ÷ echo stdio, {load}"),
+        );
+        relayed(
+            resmux,
+            ECHO_RELAYED,
+            format!("resmux stdio ÷ echo relayed stdio, {load}"),
+        );
     }
     ratio_row(
         "resmux HTTP session ÷ TypeScript HTTP session",
@@ -1539,6 +1568,16 @@ async fn reads(setup: &Setup) {
             ratio_row(&name, "≤ 1.5", &rounds, |round| {
                 round.ratio(Outcome::cpu_micros, case(resmux, era), case(ECHO, era))
             });
+            let relayed = [
+                ("echo relayed ÷ echo", ECHO_RELAYED, ECHO),
+                ("resmux ÷ echo relayed", resmux, ECHO_RELAYED),
+            ];
+            for (name, over, under) in relayed {
+                let name = format!("{name}, {}, {load}", era.name());
+                ratio_row(&name, "—", &rounds, |round| {
+                    round.ratio(Outcome::cpu_micros, case(over, era), case(under, era))
+                });
+            }
             let name = format!("resmux {} ÷ resmux stdio, {load}", era.name());
             ratio_row(&name, "—", &rounds, |round| {
                 round.ratio(
@@ -3068,22 +3107,66 @@ fn progress(what: &str) {
 
 /// The native echo server: answers `initialize` (over HTTP with a session
 /// id, for clients of the session era) and any `resources/read` with one
-/// small text, over stdio or over HTTP.
+/// small text, over stdio or over HTTP; and the same server relayed
+/// (`stdio-relayed`, `http-relayed`), which hands each request, once
+/// decoded, to a runtime of its own that answers it, as resmux hands a read
+/// to the plugins' threads (no plugin code runs on a thread that serves the
+/// protocol): the ceiling of a read that crosses threads, with the
+/// runtimes shaped as resmux's are.
 mod echo {
     use super::*;
 
     pub fn serve(mode: &str) {
         match mode {
             "stdio" => stdio(),
-            "http" => tokio::runtime::Runtime::new().unwrap().block_on(http()),
-            _ => panic!("RESMUX_BENCH_ECHO is stdio or http, not {mode:?}"),
+            "http" => tokio::runtime::Runtime::new().unwrap().block_on(http(None)),
+            "stdio-relayed" => stdio_relayed(runtime(relay_workers().0)),
+            "http-relayed" => {
+                let (answering, protocol) = relay_workers();
+                let answering = runtime(answering);
+                runtime(protocol).block_on(http(Some(answering.handle().clone())));
+            }
+            _ => panic!(
+                "RESMUX_BENCH_ECHO is stdio, http, stdio-relayed or http-relayed, not {mode:?}"
+            ),
         }
     }
 
-    /// The answer to one JSON-RPC message, none for a notification.
-    fn answer(message: &[u8]) -> Option<Value> {
+    /// The workers of the relayed server's two runtimes: the one that
+    /// answers and the one that serves HTTP. As resmux's unless
+    /// `RESMUX_BENCH_RELAY_WORKERS=ANSWERING,PROTOCOL` says otherwise: a
+    /// worker a core and one more (the plugins' runtime), and one for every
+    /// two cores (the protocol's).
+    fn relay_workers() -> (usize, usize) {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let Ok(given) = std::env::var("RESMUX_BENCH_RELAY_WORKERS") else {
+            return (cores + 1, (cores / 2).max(1));
+        };
+        let counts: Option<Vec<usize>> = given.split(',').map(|n| n.parse().ok()).collect();
+        match counts.as_deref() {
+            Some(&[answering, protocol]) if answering > 0 && protocol > 0 => (answering, protocol),
+            _ => panic!("RESMUX_BENCH_RELAY_WORKERS={given:?} is not two counts of workers, A,P"),
+        }
+    }
+
+    fn runtime(workers: usize) -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// One JSON-RPC message, if it is a request (it has an id).
+    fn decode(message: &[u8]) -> Option<Value> {
         let request: Value = serde_json::from_slice(message).ok()?;
-        let id = request.get("id")?.clone();
+        request.get("id")?;
+        Some(request)
+    }
+
+    /// The answer to one decoded request.
+    fn answer(request: &Value) -> Value {
+        let id = request["id"].clone();
         let params = &request["params"];
         let result = match request["method"].as_str() {
             Some("initialize") => json!({
@@ -3095,34 +3178,70 @@ mod echo {
                 "uri": params["uri"], "mimeType": "text/plain", "text": ECHO_TEXT
             }]}),
             _ => {
-                return Some(json!({ "jsonrpc": "2.0", "id": id,
-                    "error": { "code": -32601, "message": "method not found" } }));
+                return json!({ "jsonrpc": "2.0", "id": id,
+                    "error": { "code": -32601, "message": "method not found" } });
             }
         };
-        Some(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+        json!({ "jsonrpc": "2.0", "id": id, "result": result })
     }
 
     fn stdio() {
         let mut stdout = std::io::stdout().lock();
         for line in std::io::stdin().lines() {
             let Ok(line) = line else { return };
-            if let Some(answer) = answer(line.as_bytes())
-                && writeln!(stdout, "{answer}").is_err()
+            if let Some(request) = decode(line.as_bytes())
+                && writeln!(stdout, "{}", answer(&request)).is_err()
             {
                 return;
             }
         }
     }
 
-    async fn http() {
+    /// stdin read and decoded on this thread; the requests of what it gave
+    /// in one go answered together in one task of `answering`, which writes
+    /// their answers in one write, as resmux's batches are.
+    fn stdio_relayed(answering: tokio::runtime::Runtime) {
+        use std::io::BufRead;
+        let stdout = Arc::new(Mutex::new(std::io::stdout()));
+        // Larger than the buffer `Stdin` keeps, which it then bypasses.
+        let mut stdin = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
+        let mut batch = Vec::new();
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match stdin.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => batch.extend(decode(&line)),
+            }
+            if batch.is_empty() || stdin.buffer().contains(&b'\n') {
+                continue;
+            }
+            let requests = std::mem::take(&mut batch);
+            let stdout = stdout.clone();
+            answering.spawn(async move {
+                let mut answers = Vec::new();
+                for request in &requests {
+                    serde_json::to_writer(&mut answers, &answer(request)).unwrap();
+                    answers.push(b'\n');
+                }
+                let mut stdout = stdout.lock().unwrap();
+                let _ = stdout.write_all(&answers).and_then(|()| stdout.flush());
+            });
+        }
+    }
+
+    /// Over HTTP; each request answered on `answering` if given.
+    async fn http(answering: Option<tokio::runtime::Handle>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         println!("{}", listener.local_addr().unwrap().port());
         std::io::stdout().flush().unwrap();
         loop {
             let (stream, _) = listener.accept().await.unwrap();
             stream.set_nodelay(true).unwrap();
+            let answering = answering.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(respond);
+                let service =
+                    hyper::service::service_fn(|request| respond(request, answering.clone()));
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
@@ -3132,9 +3251,20 @@ mod echo {
 
     async fn respond(
         request: hyper::Request<hyper::body::Incoming>,
+        answering: Option<tokio::runtime::Handle>,
     ) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
         let body = request.into_body().collect().await?.to_bytes();
-        let response = match answer(&body) {
+        let answer = match (decode(&body), answering) {
+            (Some(request), Some(answering)) => Some(
+                answering
+                    .spawn(async move { answer(&request) })
+                    .await
+                    .unwrap(),
+            ),
+            (Some(request), None) => Some(answer(&request)),
+            (None, _) => None,
+        };
+        let response = match answer {
             Some(answer) => {
                 let mut response =
                     hyper::Response::builder().header("content-type", "application/json");
