@@ -3133,14 +3133,15 @@ mod echo {
     }
 
     /// The workers of the relayed server's two runtimes: the one that
-    /// answers and the one that serves HTTP. As resmux's unless
-    /// `RESMUX_BENCH_RELAY_WORKERS=ANSWERING,PROTOCOL` says otherwise: a
-    /// worker a core and one more (the plugins' runtime), and one for every
-    /// two cores (the protocol's).
+    /// answers and the one that serves HTTP. As resmux's plugins' and
+    /// protocol's runtimes unless `RESMUX_BENCH_RELAY_WORKERS=ANSWERING,PROTOCOL`
+    /// says otherwise.
     fn relay_workers() -> (usize, usize) {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let Ok(given) = std::env::var("RESMUX_BENCH_RELAY_WORKERS") else {
-            return (cores + 1, (cores / 2).max(1));
+            return (
+                resmux::runtime::plugin_workers(),
+                resmux::runtime::protocol_workers(),
+            );
         };
         let counts: Option<Vec<usize>> = given.split(',').map(|n| n.parse().ok()).collect();
         match counts.as_deref() {

@@ -93,15 +93,16 @@ def open_session(url, headers=None):
     return opened
 
 
-def eventually(condition, within=20, every=0.05, process=None):
-    """The first true value `condition()` gives within `within` seconds,
-    asked every `every` seconds; its last false one if none. `process`, a
-    helper the condition waits on, must not exit meanwhile: if it does,
+def eventually(observe, within=20, every=0.05, until=bool, process=None):
+    """The first value `observe()` gives of which `until` holds (by default:
+    a true one), asked every `every` seconds for `within` seconds; the last
+    one it gave if none, for the caller's assertion to show. `process`, a
+    helper the observation waits on, must not exit meanwhile: if it does,
     that fails the test at once, with what it wrote to a piped stderr."""
     deadline = time.monotonic() + within
     while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
+        value = observe()
+        if until(value) or time.monotonic() > deadline:
             return value
         if process is not None and process.poll() is not None:
             said = process.stderr.read() if process.stderr else ""
@@ -120,15 +121,17 @@ def audit_lines(path, count, within=20):
     `count` whole ones: resmux appends them from a thread of its own, so a
     line may reach the file just after its answer reached the client."""
 
-    def whole_lines():
-        text = path.read_text() if path.exists() else ""
-        lines = text.split("\n")[:-1]
-        return lines if len(lines) >= count else None
+    def whole_lines(text):
+        return text.split("\n")[:-1]
 
-    lines = eventually(whole_lines, within, every=0.02)
-    if not lines:
-        written = path.read_text() if path.exists() else ""
-        raise AssertionError(f"{count} audit lines not written within {within} s: {written!r}")
+    text = eventually(
+        lambda: path.read_text() if path.exists() else "",
+        within,
+        every=0.02,
+        until=lambda written: len(whole_lines(written)) >= count,
+    )
+    lines = whole_lines(text)
+    assert len(lines) >= count, f"{count} audit lines not written within {within} s: {text!r}"
     return [json.loads(line) for line in lines]
 
 

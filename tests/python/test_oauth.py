@@ -231,9 +231,7 @@ def test_every_subject_of_the_issuer_is_one_metrics_series_named_oauth(serve, tm
             exposition = response.read().decode()
         return sorted(line for line in exposition.splitlines() if line.startswith("resmux_client_requests_total{")), exposition
 
-    series, exposition = eventually(lambda: (scraped := client_series())[0] == expected and scraped, 30, every=0.1) or (
-        client_series()
-    )
+    series, exposition = eventually(client_series, 30, every=0.1, until=lambda scraped: scraped[0] == expected)
     assert series == expected, exposition
     assert "corp.example" not in exposition and "user1" not in exposition
 

@@ -71,9 +71,13 @@ class Receiver:
                 services = {service for service, span in self.spans if span.trace_id.hex() == trace_id}
             return found, services
 
-        if eventually(lambda: set(names) <= {span.name for span in of_trace()[0]}, within):
-            return of_trace()
-        raise AssertionError(f"spans {names} of {trace_id} never arrived; got {[s.name for s in of_trace()[0]]}")
+        def arrived(observed):
+            found, _ = observed
+            return set(names) <= {span.name for span in found}
+
+        observed = eventually(of_trace, within, until=arrived)
+        assert arrived(observed), f"spans {names} of {trace_id} never arrived; got {[s.name for s in observed[0]]}"
+        return observed
 
     def close(self):
         self.http.shutdown()

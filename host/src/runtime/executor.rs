@@ -49,7 +49,7 @@ pub fn start() -> Result<()> {
             lower_to_plugins();
             ON_PLUGIN_THREAD.set(true);
         })
-        .worker_threads(one_plugins_workers() + 1)
+        .worker_threads(plugin_workers())
         .thread_name("plugins")
         .enable_all()
         .build()
@@ -98,6 +98,12 @@ pub fn lowered(builder: Builder) -> Builder {
     let mut builder = builder;
     builder.on_thread_start(lower_to_plugins);
     builder
+}
+
+/// How many workers the plugins' runtime has: those one plugin's calls may
+/// hold ([`one_plugins_workers`]) and one more.
+pub fn plugin_workers() -> usize {
+    one_plugins_workers() + 1
 }
 
 /// The most of the plugins' runtime's workers one plugin's calls run on at

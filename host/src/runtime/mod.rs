@@ -37,7 +37,7 @@ use wasmtime::{
 
 pub use bindings::PluginInfo;
 pub use cache::{CompileCache, Origin};
-pub use executor::{cores, handle as plugin_threads, protocol_workers};
+pub use executor::{cores, handle as plugin_threads, plugin_workers, protocol_workers};
 pub use handles::HandleBudget;
 pub use plugin::WasmPlugin;
 
